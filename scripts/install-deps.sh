@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages pvdisk needs to build, test and run, and
+# nothing else. Runs `apt-get update` once, and only when something is missing.
+# Usage: scripts/install-deps.sh [run|test|bench]   (all install the same set)
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config clang-format
+  libfuse3-dev fuse3
+  liburing-dev
+  libabsl-dev
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev
+  fio
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -q
+"${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

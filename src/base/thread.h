@@ -1,0 +1,25 @@
+// Starting pvdisk's own threads. They never take process signals: SIGINT and
+// SIGTERM must reach the thread running the FUSE loop (libfuse 3.14 wakes its
+// loop only through the signal interrupting that thread), so every other
+// thread is created with all signals blocked, as libfuse does for its workers.
+#pragma once
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <thread>
+#include <utility>
+
+namespace pvdisk {
+
+template <typename Function>
+std::thread StartThreadWithoutSignals(Function&& function) {
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
+  std::thread thread(std::forward<Function>(function));
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return thread;
+}
+
+}  // namespace pvdisk

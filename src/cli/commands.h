@@ -1,0 +1,22 @@
+// pvdisk's subcommands. Each returns the process exit code: 0 on success, 2
+// for bad input (after printing one line naming what was wrong and what is
+// allowed), 1 for a failure at run time.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace pvdisk::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+int RunCreate(const std::vector<std::string>& args);
+int RunMount(const std::vector<std::string>& args);
+int RunUnmount(const std::vector<std::string>& args);
+
+// Prints "pvdisk: <message>" to stderr.
+void PrintError(const std::string& message);
+
+}  // namespace pvdisk::cli

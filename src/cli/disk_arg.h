@@ -1,0 +1,13 @@
+// Parsing of one --disk argument: PATH[,ro][,size=SIZE][,eio=SECTOR[+COUNT]].
+#pragma once
+
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "fuse/disk.h"
+
+namespace pvdisk::cli {
+
+absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text);
+
+}  // namespace pvdisk::cli

@@ -1,0 +1,42 @@
+// pvdisk: a user-space paravirtual disk. See README.md.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: pvdisk COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  create PATH --size SIZE [--force]    make a sparse raw image\n"
+    "  mount MOUNTPOINT --disk IMAGE [...]  serve images as files through "
+    "FUSE\n"
+    "  unmount MOUNTPOINT                   stop the daemon cleanly and "
+    "unmount\n"
+    "\n"
+    "'pvdisk COMMAND --help' lists a command's flags.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace pvdisk::cli;
+  if (argc < 2) {
+    std::fputs(kUsage, stderr);
+    return kExitUsage;
+  }
+  std::string command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::fputs(kUsage, stdout);
+    return kExitOk;
+  }
+  if (command == "create") return RunCreate(args);
+  if (command == "mount") return RunMount(args);
+  if (command == "unmount" || command == "umount") return RunUnmount(args);
+  PrintError("unknown command '" + command +
+             "'; allowed: create, mount, unmount (see pvdisk --help)");
+  return kExitUsage;
+}

@@ -1,0 +1,314 @@
+// pvdisk mount MOUNTPOINT --disk IMAGE [--disk IMAGE ...] [--ring-size N]
+//              [--engine uring|sync|null] [--foreground]
+//
+// Everything a user can get wrong is checked before anything is created or
+// mounted. Without --foreground the command forks a daemon and returns once
+// the mount is ready, or with the daemon's error if it could not get there.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "base/size.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/disk_arg.h"
+#include "cli/mount_table.h"
+#include "fuse/disk.h"
+#include "fuse/filesystem.h"
+#include "io/engine_factory.h"
+#include "io/image_file.h"
+#include "transport/queue.h"
+
+namespace pvdisk::cli {
+namespace {
+
+struct MountConfig {
+  std::string mountpoint;  // absolute
+  std::vector<fuse::DiskSpec> disks;  // paths absolute
+  std::vector<std::string> names;     // file names in the mount
+  fuse::DiskOptions options;
+  bool foreground = false;
+};
+
+const std::vector<FlagSpec>& MountFlags() {
+  static const std::vector<FlagSpec> specs = {
+      {"disk", true, true, "PATH[,ro][,size=SIZE][,eio=SECTOR[+N]]", "",
+       "an image to serve; ro = read-only, size = expected size, eio = fail "
+       "I/O on those 512-byte sectors (fault injection)"},
+      {"ring-size", true, false, "N",
+       absl::StrCat(transport::kDefaultRingSize),
+       absl::StrCat("ring slots per queue, a power of two from ",
+                    transport::kMinRingSize, " to ", transport::kMaxRingSize)},
+      {"engine", true, false, "uring|sync|null", "uring",
+       "how the backend does I/O: io_uring, pread/pwrite, or no I/O at all"},
+      {"foreground", false, false, "", "",
+       "serve in this process until unmounted or interrupted"},
+      {"help", false, false, "", "", "show this help"},
+  };
+  return specs;
+}
+
+// Checks the command line and the things it names; fills `config`.
+absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
+  if (parsed.positional.size() != 1) {
+    return absl::InvalidArgumentError(
+        "mount takes exactly one MOUNTPOINT (usage: pvdisk mount MOUNTPOINT "
+        "--disk IMAGE [--disk IMAGE ...])");
+  }
+  const std::string& mountpoint = parsed.positional[0];
+  struct stat st;
+  if (stat(mountpoint.c_str(), &st) != 0) {
+    if (errno == ENOTCONN) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "mountpoint ", mountpoint,
+          " is a FUSE mount whose daemon is gone; run 'fusermount3 -u ",
+          mountpoint, "' first"));
+    }
+    return absl::InvalidArgumentError(
+        errno == ENOENT
+            ? absl::StrCat("mountpoint ", mountpoint, " does not exist")
+            : absl::StrCat("mountpoint ", mountpoint,
+                           " cannot be examined: ", strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mountpoint ", mountpoint, " is not a directory"));
+  }
+  std::optional<std::string> absolute = AbsoluteMountPath(mountpoint);
+  if (!absolute) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mountpoint ", mountpoint, " cannot be resolved"));
+  }
+  if (std::optional<MountEntry> entry = FindMount(*absolute)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mountpoint ", mountpoint, " is already mounted (", entry->fs_type,
+        " from ", entry->source, "); unmount it first"));
+  }
+  config->mountpoint = *absolute;
+
+  if (!parsed.Has("disk")) {
+    return absl::InvalidArgumentError(
+        "mount needs at least one --disk IMAGE (make one with 'pvdisk create "
+        "IMAGE --size 1G')");
+  }
+  std::set<std::string> seen_paths;
+  std::set<std::string> seen_names;
+  for (const std::string& text : parsed.values.at("disk")) {
+    absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg(text);
+    if (!spec.ok()) return spec.status();
+    char resolved[PATH_MAX];
+    if (realpath(spec->path.c_str(), resolved) == nullptr) {
+      return absl::InvalidArgumentError(
+          errno == ENOENT
+              ? absl::StrCat("image ", spec->path, " does not exist")
+              : absl::StrCat("image ", spec->path, " cannot be resolved: ",
+                             strerror(errno)));
+    }
+    std::string path = resolved;
+    if (path.rfind(config->mountpoint + "/", 0) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "image ", spec->path,
+          " lies inside the mountpoint; the daemon never touches its own "
+          "mountpoint, so keep images outside it"));
+    }
+    if (!seen_paths.insert(path).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--disk ", spec->path, " is given twice; each image may be served "
+          "once"));
+    }
+    std::string name = path.substr(path.rfind('/') + 1);
+    if (name == "stats" || name == "stats.json") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "image ", spec->path, " would be named '", name,
+          "' in the mount, which is the stats file's name; rename the image"));
+    }
+    if (!seen_names.insert(name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "two images would both be named '", name,
+          "' in the mount; rename one of them"));
+    }
+    // Open once now, so that an unreadable or odd-sized image is reported
+    // here, before anything is mounted.
+    absl::StatusOr<std::unique_ptr<io::ImageFile>> image =
+        io::ImageFile::Open(path, spec->read_only, /*want_direct=*/false);
+    if (!image.ok()) return image.status();
+    if (spec->expected_size && *spec->expected_size != (*image)->size_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--disk ", text, ": the image has ", (*image)->size_bytes(),
+          " bytes, not ", FormatSize(*spec->expected_size)));
+    }
+    spec->path = path;
+    config->disks.push_back(*spec);
+    config->names.push_back(name);
+  }
+
+  absl::StatusOr<uint64_t> ring_size =
+      ParseNumber("ring-size",
+                  parsed.Get("ring-size",
+                             absl::StrCat(transport::kDefaultRingSize)),
+                  transport::kMinRingSize, transport::kMaxRingSize);
+  if (!ring_size.ok()) return ring_size.status();
+  config->options.ring_size = static_cast<uint32_t>(*ring_size);
+  transport::QueueOptions queue_options;
+  queue_options.ring_size = config->options.ring_size;
+  if (absl::Status valid = transport::ValidateQueueOptions(queue_options);
+      !valid.ok()) {
+    return valid;
+  }
+  absl::StatusOr<io::EngineKind> engine =
+      io::ParseEngineKind(parsed.Get("engine", "uring"));
+  if (!engine.ok()) return engine.status();
+  config->options.engine = *engine;
+  config->foreground = parsed.Has("foreground");
+  return absl::OkStatus();
+}
+
+// Tells the waiting parent how the daemon's start went: "ok", or an exit
+// code and a message. No-op in the foreground (fd -1).
+void Report(int fd, int code, const std::string& message) {
+  if (fd < 0) return;
+  std::string line = code == 0 ? "ok\n" : absl::StrCat(code, " ", message, "\n");
+  (void)!write(fd, line.data(), line.size());
+  close(fd);
+}
+
+void DetachFromTerminal() {
+  int null_fd = open("/dev/null", O_RDWR);
+  if (null_fd < 0) return;
+  dup2(null_fd, STDIN_FILENO);
+  dup2(null_fd, STDOUT_FILENO);
+  dup2(null_fd, STDERR_FILENO);
+  if (null_fd > STDERR_FILENO) close(null_fd);
+}
+
+// Opens the disks, mounts and serves until unmounted. `ready_fd` is the
+// pipe to the waiting parent, or -1 in the foreground.
+int Serve(const MountConfig& config, int ready_fd) {
+  std::vector<std::unique_ptr<fuse::Disk>> disks;
+  for (size_t i = 0; i < config.disks.size(); ++i) {
+    absl::StatusOr<std::unique_ptr<fuse::Disk>> disk =
+        fuse::Disk::Open(config.disks[i], config.names[i], config.options);
+    if (!disk.ok()) {
+      std::string message(disk.status().message());
+      if (ready_fd < 0) PrintError(message);
+      Report(ready_fd, kExitUsage, message);
+      return kExitUsage;
+    }
+    disks.push_back(std::move(*disk));
+  }
+  for (auto& disk : disks) disk->Start();
+  fuse::Filesystem filesystem(std::move(disks));
+  bool mounted = false;
+  absl::Status served = filesystem.MountAndServe(config.mountpoint, [&] {
+    mounted = true;
+    if (ready_fd >= 0) {
+      Report(ready_fd, 0, "");
+      DetachFromTerminal();
+    } else {
+      std::printf("pvdisk: serving %zu disk(s) at %s; stop with Ctrl-C or "
+                  "'pvdisk unmount %s'\n",
+                  config.disks.size(), config.mountpoint.c_str(),
+                  config.mountpoint.c_str());
+      std::fflush(stdout);
+    }
+  });
+  if (!served.ok()) {
+    std::string message(served.message());
+    if (!mounted) Report(ready_fd, kExitFailure, message);
+    if (ready_fd < 0 || mounted) PrintError(message);
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+std::string Describe(const MountConfig& config) {
+  std::string files;
+  for (size_t i = 0; i < config.names.size(); ++i) {
+    struct stat st;
+    uint64_t size = stat(config.disks[i].path.c_str(), &st) == 0 ? st.st_size : 0;
+    absl::StrAppend(&files, config.names[i], " (", FormatSize(size), "), ");
+  }
+  return absl::StrCat(files, "stats, stats.json");
+}
+
+}  // namespace
+
+int RunMount(const std::vector<std::string>& args) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs("mount", MountFlags(), args);
+  if (!parsed.ok()) {
+    PrintError(std::string(parsed.status().message()));
+    return kExitUsage;
+  }
+  if (parsed->Has("help")) {
+    std::printf(
+        "usage: pvdisk mount MOUNTPOINT --disk IMAGE [--disk IMAGE ...] "
+        "[flags]\n%s",
+        FlagHelp(MountFlags()).c_str());
+    return kExitOk;
+  }
+  MountConfig config;
+  if (absl::Status checked = CheckMount(*parsed, &config); !checked.ok()) {
+    PrintError(std::string(checked.message()));
+    return kExitUsage;
+  }
+  if (config.foreground) return Serve(config, -1);
+
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    PrintError(absl::StrCat("pipe: ", strerror(errno)));
+    return kExitFailure;
+  }
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) {
+    PrintError(absl::StrCat("fork: ", strerror(errno)));
+    return kExitFailure;
+  }
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    setsid();
+    if (chdir("/") != 0) {
+      // Paths are absolute already; staying put only keeps a directory busy.
+    }
+    _exit(Serve(config, pipe_fds[1]));
+  }
+  close(pipe_fds[1]);
+  std::string answer;
+  char buffer[512];
+  ssize_t got;
+  while ((got = read(pipe_fds[0], buffer, sizeof(buffer))) > 0 ||
+         (got < 0 && errno == EINTR)) {
+    if (got > 0) answer.append(buffer, got);
+  }
+  close(pipe_fds[0]);
+  if (answer == "ok\n") {
+    std::printf("pvdisk: mounted %s at %s (daemon pid %d)\n",
+                Describe(config).c_str(), config.mountpoint.c_str(), pid);
+    return kExitOk;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (answer.empty()) {
+    PrintError("the daemon exited before the mount was ready");
+    return kExitFailure;
+  }
+  int code = kExitFailure;
+  size_t space = answer.find(' ');
+  (void)absl::SimpleAtoi(answer.substr(0, space), &code);
+  std::string message = answer.substr(space + 1);
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  PrintError(message);
+  return code;
+}
+
+}  // namespace pvdisk::cli

@@ -1,0 +1,70 @@
+// Disk: one raw image as the mount serves it: the open image, its queue(s)
+// with their engines, and what the stats file shows about it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "io/engine_factory.h"
+#include "io/image_file.h"
+#include "stats/render.h"
+#include "transport/queue.h"
+
+namespace pvdisk::fuse {
+
+// One --disk argument.
+struct DiskSpec {
+  std::string path;
+  bool read_only = false;
+  std::optional<uint64_t> expected_size;  // ",size=": must match the image
+  std::optional<io::FaultRange> fault;    // ",eio=": inject -EIO there
+};
+
+// Settings shared by every disk of a mount.
+struct DiskOptions {
+  io::EngineKind engine = io::EngineKind::kUring;
+  uint32_t ring_size = transport::kDefaultRingSize;
+};
+
+class Disk {
+ public:
+  // Opens the image and builds its queue. `name` is the file name in the
+  // mount. Errors name the image and what is wrong.
+  static absl::StatusOr<std::unique_ptr<Disk>> Open(const DiskSpec& spec,
+                                                    const std::string& name,
+                                                    const DiskOptions& options);
+  ~Disk();
+
+  // Starts the queue threads.
+  void Start();
+  // Waits for all I/O to finish, stops the threads, and makes what was
+  // written durable (fdatasync). Idempotent.
+  void Shutdown();
+
+  const std::string& name() const { return name_; }
+  uint64_t size_bytes() const { return image_->size_bytes(); }
+  bool read_only() const { return image_->read_only(); }
+
+  // The queue a request from the calling thread goes to. One queue per disk
+  // for now.
+  transport::Queue& QueueForCaller() { return *queues_[0]; }
+
+  stats::DiskReport Report() const;
+  void ResetStats();
+
+ private:
+  Disk() = default;
+
+  std::string name_;
+  DiskOptions options_;
+  std::string engine_mode_;
+  std::unique_ptr<io::ImageFile> image_;
+  std::vector<std::unique_ptr<transport::Queue>> queues_;
+  bool shut_down_ = false;
+};
+
+}  // namespace pvdisk::fuse

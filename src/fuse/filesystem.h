@@ -1,0 +1,50 @@
+// Filesystem: the FUSE server. A flat directory holds one regular file per
+// disk (named after its image, of exactly the image's size), plus `stats`
+// (a text table; writing "reset" zeroes the counters) and `stats.json`.
+//
+// READ, WRITE, FSYNC and FALLOCATE on a disk become BlockIos on its queue;
+// the handler returns at once and the reply is sent from the queue's
+// completion thread. Disk files are opened with direct_io, so the page cache
+// is never involved.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "fuse/disk.h"
+#include "fuse/disk_io.h"
+
+namespace pvdisk::fuse {
+
+class Filesystem {
+ public:
+  // Takes the disks, which must have been started. Does not mount.
+  explicit Filesystem(std::vector<std::unique_ptr<Disk>> disks);
+  ~Filesystem();
+
+  // Mounts at `mountpoint` and serves requests until the filesystem is
+  // unmounted or the process gets SIGINT, SIGTERM or SIGHUP. Calls
+  // `on_mounted` once the mount exists. Then finishes every request in
+  // flight, makes the disks durable, and unmounts. Errors before the mount
+  // exists are returned and leave nothing mounted.
+  absl::Status MountAndServe(const std::string& mountpoint,
+                             const std::function<void()>& on_mounted);
+
+  // The stats file's contents (text table or JSON).
+  std::string StatsText() const;
+  std::string StatsJson() const;
+  void ResetStats();
+
+  size_t disk_count() const { return disks_.size(); }
+  Disk& disk(size_t index) { return *disks_[index]; }
+  DiskIo& disk_io(size_t index) { return *disk_ios_[index]; }
+
+ private:
+  std::vector<std::unique_ptr<Disk>> disks_;
+  std::vector<std::unique_ptr<DiskIo>> disk_ios_;
+};
+
+}  // namespace pvdisk::fuse

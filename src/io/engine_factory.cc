@@ -1,0 +1,89 @@
+#include "io/engine_factory.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "io/fault_engine.h"
+#include "io/null_engine.h"
+#include "io/sync_engine.h"
+#include "io/uring_engine.h"
+
+namespace pvdisk::io {
+namespace {
+
+// Bounded so that the uring engine's ring (depth plus a few entries, rounded
+// up to a power of two) stays within the kernel's 32768-entry limit.
+constexpr uint32_t kMaxDepth = 16384;
+
+absl::Status CheckOptions(const EngineOptions& options,
+                          const ImageFile& image) {
+  if (options.depth == 0 || options.depth > kMaxDepth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine depth ", options.depth,
+                     " is out of range; use 1 to ", kMaxDepth));
+  }
+  if (options.fault) {
+    const FaultRange& fault = *options.fault;
+    if (fault.sector_count == 0) {
+      return absl::InvalidArgumentError(
+          "the EIO range must cover at least one sector");
+    }
+    if (fault.first_sector >= image.size_sectors() ||
+        fault.sector_count > image.size_sectors() - fault.first_sector) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the EIO range ", fault.first_sector, "+",
+                       fault.sector_count, " does not fit in image ",
+                       image.path(), " of ", image.size_sectors(), " sectors"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<EngineKind> ParseEngineKind(std::string_view text) {
+  if (text == "uring") return EngineKind::kUring;
+  if (text == "sync") return EngineKind::kSync;
+  if (text == "null") return EngineKind::kNull;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown engine '", absl::string_view(text.data(), text.size()),
+      "'; allowed: uring, sync, null"));
+}
+
+std::string_view EngineKindName(EngineKind kind) {
+  switch (kind) {
+    case EngineKind::kUring:
+      return "uring";
+    case EngineKind::kSync:
+      return "sync";
+    case EngineKind::kNull:
+      return "null";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
+    const EngineOptions& options, const ImageFile& image) {
+  PVDISK_RETURN_IF_ERROR(CheckOptions(options, image));
+  std::unique_ptr<IoEngine> engine;
+  switch (options.kind) {
+    case EngineKind::kUring: {
+      PVDISK_ASSIGN_OR_RETURN(engine, CreateUringEngine(image, options));
+      break;
+    }
+    case EngineKind::kSync:
+      engine = CreateSyncEngine(image, options);
+      break;
+    case EngineKind::kNull:
+      engine = CreateNullEngine(image, options);
+      break;
+  }
+  if (engine == nullptr) {
+    return absl::InvalidArgumentError("unknown engine kind");
+  }
+  if (options.fault) engine = WrapWithFaults(std::move(engine), *options.fault);
+  return engine;
+}
+
+}  // namespace pvdisk::io

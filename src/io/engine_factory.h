@@ -1,0 +1,42 @@
+// Creates the engine a mount asked for (--engine uring|sync|null).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "io/image_file.h"
+#include "io/io_engine.h"
+
+namespace pvdisk::io {
+
+enum class EngineKind { kUring, kSync, kNull };
+
+// Parses "uring", "sync" or "null"; anything else is InvalidArgument naming
+// the allowed values.
+absl::StatusOr<EngineKind> ParseEngineKind(std::string_view text);
+std::string_view EngineKindName(EngineKind kind);
+
+// A range of 512-byte sectors on which every read and write fails with -EIO,
+// to test how faults reach the caller (`--disk IMG,eio=SECTOR[+COUNT]`).
+struct FaultRange {
+  uint64_t first_sector = 0;
+  uint64_t sector_count = 1;
+};
+
+struct EngineOptions {
+  EngineKind kind = EngineKind::kUring;
+  // Most requests that will ever be in flight at once (the sum of the ring
+  // depths the owning thread serves). The uring engine sizes its ring from it.
+  uint32_t depth = 256;
+  // When set, I/O touching this range completes with -EIO.
+  std::optional<FaultRange> fault;
+};
+
+// `image` must stay open for the engine's lifetime.
+absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
+    const EngineOptions& options, const ImageFile& image);
+
+}  // namespace pvdisk::io

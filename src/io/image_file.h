@@ -1,0 +1,58 @@
+// An open raw disk image: its file descriptor, size and whether O_DIRECT is
+// in use. Control path only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace pvdisk::io {
+
+class ImageFile {
+ public:
+  // Opens `path` read-write (or read-only). With `want_direct`, tries
+  // O_DIRECT and keeps it only if a 512-byte aligned read at offset 0
+  // succeeds; otherwise falls back to buffered I/O and says why in
+  // direct_note(). Errors name the path: missing, not a regular file,
+  // unreadable, size not a multiple of 512.
+  static absl::StatusOr<std::unique_ptr<ImageFile>> Open(
+      const std::string& path, bool read_only, bool want_direct);
+  ~ImageFile();
+  ImageFile(const ImageFile&) = delete;
+  ImageFile& operator=(const ImageFile&) = delete;
+
+  int fd() const { return fd_; }
+  uint64_t size_bytes() const { return size_bytes_; }
+  uint64_t size_sectors() const { return size_bytes_ / 512; }
+  bool direct() const { return direct_; }
+  bool read_only() const { return read_only_; }
+  const std::string& path() const { return path_; }
+  // "O_DIRECT", or "buffered (…reason…)".
+  const std::string& direct_note() const { return direct_note_; }
+
+ private:
+  ImageFile(int fd, uint64_t size, bool direct, bool read_only,
+            std::string path, std::string note)
+      : fd_(fd),
+        size_bytes_(size),
+        direct_(direct),
+        read_only_(read_only),
+        path_(std::move(path)),
+        direct_note_(std::move(note)) {}
+
+  int fd_;
+  uint64_t size_bytes_;
+  bool direct_;
+  bool read_only_;
+  std::string path_;
+  std::string direct_note_;
+};
+
+// Creates a sparse raw image of `size_bytes` (a multiple of 512) at `path`.
+// Refuses an existing file unless `force`; never leaves a partial file behind.
+absl::Status CreateImage(const std::string& path, uint64_t size_bytes,
+                         bool force);
+
+}  // namespace pvdisk::io

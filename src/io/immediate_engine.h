@@ -1,0 +1,49 @@
+// Base for engines that finish each request inside Queue() (sync and null):
+// the result waits in a list until the next Run() returns it, and Run(wait)
+// blocks in poll() on the watched eventfds when there is nothing to return.
+#pragma once
+
+#include <poll.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "io/io_engine.h"
+
+namespace pvdisk::io {
+
+class ImmediateEngine : public IoEngine {
+ public:
+  // Refuses malformed requests with -EINVAL (see CheckRequest); otherwise
+  // calls Perform() and keeps its result for the next Run().
+  int Queue(const IoRequest& request) final;
+  absl::Status WatchWakeFd(int fd, uint64_t tag) final;
+  // Returns the kept results. With `wait` and none kept, blocks until a
+  // watched eventfd fires; with nothing to wait for (no eventfd watched)
+  // returns 0 at once rather than hang. Without `wait`, never blocks.
+  int Run(bool wait, std::vector<IoCompletion>& out) final;
+  uint32_t inflight() const final {
+    return static_cast<uint32_t>(pending_.size());
+  }
+
+ protected:
+  ImmediateEngine(uint64_t image_bytes, uint32_t depth);
+
+  // Carries out a request that passed CheckRequest; returns the completion
+  // result (the length, 0 for kFlush, or a negative errno).
+  virtual int64_t Perform(const IoRequest& request) = 0;
+
+ private:
+  // Polls the watched eventfds for up to `timeout_ms` (-1: no limit) and
+  // appends a wake completion for each one whose counter it read. Returns
+  // how many it appended, or a negative errno.
+  int PollWakeFds(int timeout_ms, std::vector<IoCompletion>& out);
+
+  const uint64_t image_bytes_;
+  std::vector<IoCompletion> pending_;
+  std::vector<pollfd> wake_fds_;
+  std::vector<uint64_t> wake_tags_;  // parallel to wake_fds_
+};
+
+}  // namespace pvdisk::io

@@ -1,0 +1,79 @@
+// The I/O engine interface: what the backend uses to read and write the image.
+//
+// One engine instance belongs to one backend thread and is never shared:
+// Queue(), WatchWakeFd() and Run() are all called from that thread. Results on
+// the hot path are plain ints (bytes or negative errno); absl::Status is used
+// only where an engine is created or configured.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace pvdisk::io {
+
+enum class IoOp : uint8_t {
+  kRead,
+  kWrite,
+  kFlush,        // fdatasync of the image
+  kDiscard,      // punch a hole: reads of the range return zeros afterwards
+  kWriteZeroes,  // the range reads as zeros afterwards; space stays allocated
+};
+
+struct IoRequest {
+  IoOp op = IoOp::kRead;
+  uint64_t offset = 0;  // bytes into the image; kFlush ignores it
+  uint64_t length = 0;  // bytes; for kRead/kWrite the sum of the iov lengths
+  // kRead/kWrite: the buffers. The array and the memory it points to must stay
+  // valid until the request's completion has been returned by Run().
+  const iovec* iov = nullptr;
+  int iov_count = 0;
+  uint64_t tag = 0;  // returned unchanged in the completion
+};
+
+struct IoCompletion {
+  uint64_t tag = 0;
+  // I/O: `length` of the request on success (engines finish short transfers
+  // themselves), or a negative errno. Wake-up: 0.
+  int64_t result = 0;
+  // True when this reports that a watched eventfd was signalled (its counter
+  // has already been read and cleared), not an I/O.
+  bool wake = false;
+};
+
+class IoEngine {
+ public:
+  virtual ~IoEngine() = default;
+
+  // "uring", "sync" or "null": what the stats header shows.
+  virtual std::string_view name() const = 0;
+
+  // A one-line note for the stats header, e.g. "O_DIRECT" or "buffered
+  // (O_DIRECT refused by the image's filesystem)". May be empty.
+  virtual std::string_view mode() const = 0;
+
+  // Accepts one request. Hot path. Returns 0 when a completion will follow in
+  // a later Run(), or a negative errno when the request was refused (and no
+  // completion will follow). REQUIRES: inflight() < depth given at creation.
+  virtual int Queue(const IoRequest& request) = 0;
+
+  // Makes Run(wait=true) return when the eventfd `fd` is signalled: the engine
+  // reads the counter and reports IoCompletion{tag, 0, wake=true}. The watch
+  // stays armed for the engine's lifetime. `fd` must outlive the engine.
+  virtual absl::Status WatchWakeFd(int fd, uint64_t tag) = 0;
+
+  // Submits everything queued, then appends every available completion to
+  // `out`. With `wait`, blocks until at least one completion (I/O or wake-up)
+  // is available. Returns how many were appended, or a negative errno if the
+  // engine itself failed (not an I/O error: those arrive as completions).
+  virtual int Run(bool wait, std::vector<IoCompletion>& out) = 0;
+
+  // Requests accepted by Queue() whose completion Run() has not returned yet.
+  virtual uint32_t inflight() const = 0;
+};
+
+}  // namespace pvdisk::io

@@ -1,0 +1,48 @@
+// Validation shared by the engines: which requests they accept at all.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+
+#include "io/io_engine.h"
+
+namespace pvdisk::io {
+
+// Returns 0 when `request` is well formed for an image of `image_bytes`, or
+// -EINVAL: kRead/kWrite need 1..IOV_MAX iovecs whose lengths add up to
+// `length`; every op but kFlush needs a non-empty range inside the image.
+// Hot path: a loop over the iovecs and a few compares, no system calls.
+inline int CheckRequest(const IoRequest& request, uint64_t image_bytes) {
+  switch (request.op) {
+    case IoOp::kFlush:
+      return 0;
+    case IoOp::kRead:
+    case IoOp::kWrite: {
+      if (request.iov == nullptr || request.iov_count <= 0 ||
+          request.iov_count > IOV_MAX) {
+        return -EINVAL;
+      }
+      uint64_t total = 0;
+      for (int i = 0; i < request.iov_count; ++i) {
+        total += request.iov[i].iov_len;
+      }
+      if (total != request.length) return -EINVAL;
+      break;
+    }
+    case IoOp::kDiscard:
+    case IoOp::kWriteZeroes:
+      break;
+    default:
+      return -EINVAL;
+  }
+  if (request.length == 0 || request.offset > image_bytes ||
+      request.length > image_bytes - request.offset) {
+    return -EINVAL;
+  }
+  return 0;
+}
+
+}  // namespace pvdisk::io

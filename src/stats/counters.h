@@ -1,0 +1,70 @@
+// The names and kinds of the per-queue counters. The same names are the
+// columns of the `stats` table and the keys of `stats.json`; see
+// design/ARCHITECTURE.md. A counter is listed here only once something in the
+// data path really measures it.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+namespace pvdisk::stats {
+
+// How a counter behaves and how the total row combines the queues' values.
+enum class CounterKind {
+  kCount,  // only grows; reset zeroes it; total = sum
+  kGauge,  // goes up and down (e.g. in flight now); reset keeps it; total = sum
+  kMax,    // highest value seen; reset restarts it; total = max over queues
+};
+
+// X(name, kind, meaning)
+#define PVDISK_QUEUE_COUNTERS(X)                                               \
+  X(fuse_reads, kCount, "FUSE READ requests received")                         \
+  X(fuse_writes, kCount, "FUSE WRITE requests received")                       \
+  X(reqs_read, kCount, "read requests on the ring")                            \
+  X(reqs_write, kCount, "write requests on the ring")                          \
+  X(reqs_flush, kCount, "flush requests on the ring")                          \
+  X(reqs_discard, kCount, "discard and write-zeroes requests on the ring")     \
+  X(sectors_read, kCount, "512-byte sectors read by ring requests")            \
+  X(sectors_written, kCount, "512-byte sectors written by ring requests")      \
+  X(segments, kCount, "data segments carried by ring requests")                \
+  X(splits, kCount, "extra ring requests made by splitting large requests")    \
+  X(ring_full, kCount, "requests that waited because the ring or pool was full") \
+  X(inflight, kGauge, "ring requests pushed and not yet answered")             \
+  X(inflight_max, kMax, "highest inflight seen")                               \
+  X(engine_inflight_max, kMax, "highest number of I/Os in flight at the engine") \
+  X(kicks_sent, kCount, "frontend-to-backend notifications sent")              \
+  X(kicks_suppressed, kCount, "request pushes that needed no notification")    \
+  X(irqs_sent, kCount, "backend-to-frontend notifications sent")               \
+  X(irqs_suppressed, kCount, "response pushes that needed no notification")    \
+  X(final_check_again, kCount, "final checks before sleeping that found work") \
+  X(errors, kCount, "ring requests that failed with an I/O error")             \
+  X(invalid_reqs, kCount, "ring requests rejected by validation")
+
+enum class Counter : int {
+#define PVDISK_COUNTER_ENUM(name, kind, meaning) name,
+  PVDISK_QUEUE_COUNTERS(PVDISK_COUNTER_ENUM)
+#undef PVDISK_COUNTER_ENUM
+};
+
+struct CounterInfo {
+  std::string_view name;
+  CounterKind kind;
+  std::string_view meaning;
+};
+
+inline constexpr CounterInfo kCounterInfo[] = {
+#define PVDISK_COUNTER_INFO(name, kind, meaning) \
+  {#name, CounterKind::kind, meaning},
+    PVDISK_QUEUE_COUNTERS(PVDISK_COUNTER_INFO)
+#undef PVDISK_COUNTER_INFO
+};
+
+inline constexpr size_t kNumCounters = std::size(kCounterInfo);
+
+// Values of all counters of one queue (or of a total), indexed by Counter.
+using CounterValues = std::array<uint64_t, kNumCounters>;
+
+constexpr size_t Index(Counter c) { return static_cast<size_t>(c); }
+
+}  // namespace pvdisk::stats

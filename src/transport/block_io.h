@@ -1,0 +1,69 @@
+// BlockIo: one block request as the FUSE layer hands it to a queue, whatever
+// the ring protocol. The queue may split it into several ring requests; it
+// completes it exactly once, with one result, after all of them are answered.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/types/span.h"
+
+namespace pvdisk::transport {
+
+enum class BlockOp : uint8_t {
+  kRead,
+  kWrite,
+  kFlush,
+  kDiscard,      // deallocate; the range reads as zeros afterwards
+  kWriteZeroes,  // the range reads as zeros afterwards; stays allocated
+};
+
+inline constexpr uint32_t kSectorSize = 512;
+
+// Read data handed to BlockIo::Complete, in disk order.
+struct DataPiece {
+  const uint8_t* data;
+  size_t length;
+};
+
+class BlockIo {
+ public:
+  // What to do. For kRead/kWrite num_sectors > 0.
+  BlockOp op = BlockOp::kRead;
+  uint64_t sector = 0;
+  uint64_t num_sectors = 0;
+  // kWrite: num_sectors * 512 bytes. Only needs to stay valid until
+  // FrontendQueue::Submit() returns: the queue copies it into data pages (or,
+  // while the ring is full, into a staging copy) before returning.
+  const uint8_t* write_data = nullptr;
+
+  // Called exactly once, from the queue's completion thread, when every ring
+  // request of this BlockIo has been answered. `result` is 0 or a negative
+  // errno (-EIO if any part failed). For a successful kRead, `data` holds the
+  // num_sectors * 512 bytes read; the memory is the queue's data pages and is
+  // valid only during the call. The queue does not touch the BlockIo after
+  // calling Complete(), which may delete it or submit new BlockIos.
+  virtual void Complete(int result, absl::Span<const DataPiece> data) = 0;
+
+ protected:
+  ~BlockIo() = default;
+
+ private:
+  friend class FrontendQueue;
+  // Bookkeeping owned by the queue while the BlockIo is in its care.
+  struct QueueState {
+    uint32_t children = 0;    // ring requests this BlockIo needs
+    uint32_t dispatched = 0;  // of those, put on the ring so far
+    uint32_t answered = 0;    // of those, answered so far
+    int error = 0;            // first failure, as a negative errno
+    std::vector<uint32_t> chunks;  // kRead: the data chunk of each child
+    // kWrite data not yet on the ring, copied while the ring was full.
+    std::unique_ptr<uint8_t[]> staged_data;
+    uint64_t staged_from_sector = 0;
+  };
+  QueueState state_;
+};
+
+}  // namespace pvdisk::transport

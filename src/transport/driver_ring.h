@@ -1,0 +1,42 @@
+// The frontend (driver) side of a ring protocol: encode requests, publish them
+// with the protocol's notification rule, consume responses. One
+// implementation per protocol (blkif today). Not thread-safe: the owning
+// FrontendQueue serialises calls under its lock.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/functional/function_ref.h"
+#include "transport/ring_request.h"
+
+namespace pvdisk::transport {
+
+class DriverRing {
+ public:
+  virtual ~DriverRing() = default;
+
+  // Requests that can be written before the ring is full.
+  virtual uint32_t FreeSlots() const = 0;
+
+  // Writes `request` into the next free slot without publishing it.
+  // REQUIRES: FreeSlots() > 0.
+  virtual void Write(const RingRequest& request) = 0;
+
+  // Publishes everything written since the last call and decides, by the
+  // protocol's rule, whether the backend must be kicked.
+  virtual PushResult Publish() = 0;
+
+  // Calls `on_response(id, result)` for each response published by the
+  // backend, in ring order; result is 0, -EIO or -EOPNOTSUPP. Returns how
+  // many, or -EPROTO if the backend published an impossible index (then
+  // nothing is consumed).
+  virtual int ConsumeResponses(
+      absl::FunctionRef<void(uint64_t id, int result)> on_response) = 0;
+
+  // Asks to be notified of the next response, then checks again: true when a
+  // response arrived meanwhile and the caller must consume again instead of
+  // sleeping.
+  virtual bool FinalCheckForResponses() = 0;
+};
+
+}  // namespace pvdisk::transport

@@ -1,0 +1,51 @@
+// An eventfd used as a notification channel (Xen's event channel, virtio's
+// kick or interrupt). Signal() may be called from any thread.
+#pragma once
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "base/errno_status.h"
+
+namespace pvdisk::transport {
+
+class EventFd {
+ public:
+  static absl::StatusOr<std::unique_ptr<EventFd>> Create() {
+    int fd = eventfd(0, EFD_CLOEXEC);
+    if (fd < 0) return ErrnoError(errno, "eventfd");
+    return std::unique_ptr<EventFd>(new EventFd(fd));
+  }
+  ~EventFd() { close(fd_); }
+  EventFd(const EventFd&) = delete;
+  EventFd& operator=(const EventFd&) = delete;
+
+  // Adds one to the counter, waking a reader. Never blocks (the counter
+  // cannot realistically reach its 2^64-2 limit).
+  void Signal() {
+    uint64_t one = 1;
+    while (write(fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+  }
+
+  // Blocks until the counter is non-zero, then clears it. Returns the count,
+  // or 0 if interrupted.
+  uint64_t Wait() {
+    uint64_t value = 0;
+    if (read(fd_, &value, sizeof(value)) != sizeof(value)) return 0;
+    return value;
+  }
+
+  int fd() const { return fd_; }
+
+ private:
+  explicit EventFd(int fd) : fd_(fd) {}
+  int fd_;
+};
+
+}  // namespace pvdisk::transport

@@ -1,0 +1,60 @@
+// The protocol-neutral forms of a request on the two sides of a ring:
+// RingRequest is what a frontend queue asks a DriverRing to encode;
+// DeviceRequest is what a DeviceRing decoded and validated for the backend.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "transport/block_io.h"
+
+namespace pvdisk::transport {
+
+// Sectors first_sector..last_sector (inclusive, 0..7) of data page `page`.
+struct DataSegment {
+  uint32_t page;
+  uint8_t first_sector;
+  uint8_t last_sector;
+};
+
+struct RingRequest {
+  BlockOp op = BlockOp::kRead;
+  uint64_t id = 0;  // echoed in the response; indexes the queue's shadow table
+  uint64_t sector = 0;
+  // kDiscard/kWriteZeroes: the length. kRead/kWrite: the sum of the segments.
+  uint64_t num_sectors = 0;
+  const DataSegment* segments = nullptr;  // kRead/kWrite only
+  uint32_t segment_count = 0;
+};
+
+// Outcome of publishing a batch of requests or responses.
+enum class PushResult {
+  kNothing,     // nothing new to publish
+  kSuppressed,  // published; the peer did not ask to be notified
+  kNotify,      // published; the peer must be notified
+};
+
+struct DeviceRequest {
+  uint64_t id = 0;
+  uint8_t wire_op = 0;  // the protocol's operation code, echoed in the response
+  BlockOp op = BlockOp::kRead;
+  uint64_t sector = 0;
+  uint64_t num_sectors = 0;
+  uint32_t segment_count = 0;
+  // kRead/kWrite: the data, as addresses in the backend's own mapping of the
+  // region; adjacent segments are coalesced.
+  std::vector<iovec> iov;
+};
+
+// What DeviceRing::TakeRequest found.
+enum class TakeResult {
+  kNone,         // no request waiting
+  kValid,        // a valid request: do it
+  kInvalid,      // malformed: answer with an error, count invalid_reqs
+  kUnsupported,  // well-formed but not implemented: answer "not supported"
+  kRingBroken,   // the producer index is impossible; stop consuming
+};
+
+}  // namespace pvdisk::transport
