@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -27,7 +29,18 @@ namespace {
 // How long the daemon may take to finish its in-flight I/O and exit.
 constexpr auto kDaemonExitTimeout = std::chrono::seconds(60);
 
-bool ProcessExists(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+// True while `pid` runs. A zombie has finished (it exited; only its parent
+// has not collected it yet), so it counts as gone.
+bool ProcessExists(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno != EPERM) return false;
+  std::ifstream stat_file(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(stat_file, line)) return false;
+  // Format: "pid (comm) state ...", and comm may contain spaces or ')'.
+  size_t close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() ||
+         line[close + 2] != 'Z';
+}
 
 // Detaches a mount whose daemon is gone.
 bool DetachMount(const std::string& path) {

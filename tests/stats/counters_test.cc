@@ -1,0 +1,63 @@
+#include "stats/counters.h"
+
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace pvdisk::stats {
+namespace {
+
+// The column names are a user-visible interface (the stats table and
+// stats.json), so they are pinned here, in order.
+const std::vector<std::string_view>& ExpectedNames() {
+  static const auto* names = new std::vector<std::string_view>{
+      "fuse_reads",        "fuse_writes",
+      "reqs_read",         "reqs_write",
+      "reqs_flush",        "reqs_discard",
+      "sectors_read",      "sectors_written",
+      "segments",          "splits",
+      "ring_full",         "inflight",
+      "inflight_max",      "engine_inflight_max",
+      "kicks_sent",        "kicks_suppressed",
+      "irqs_sent",         "irqs_suppressed",
+      "final_check_again", "errors",
+      "invalid_reqs",
+  };
+  return *names;
+}
+
+TEST(CountersTest, NamesMatchTheDocumentedColumnsInOrder) {
+  ASSERT_EQ(kNumCounters, ExpectedNames().size());
+  for (size_t i = 0; i < kNumCounters; ++i) {
+    EXPECT_EQ(kCounterInfo[i].name, ExpectedNames()[i]) << "index " << i;
+  }
+}
+
+TEST(CountersTest, EnumIndexMatchesInfoTable) {
+  EXPECT_EQ(Index(Counter::fuse_reads), 0u);
+  EXPECT_EQ(kCounterInfo[Index(Counter::reqs_write)].name, "reqs_write");
+  EXPECT_EQ(kCounterInfo[Index(Counter::inflight)].name, "inflight");
+  EXPECT_EQ(kCounterInfo[Index(Counter::inflight_max)].name, "inflight_max");
+  EXPECT_EQ(kCounterInfo[Index(Counter::errors)].name, "errors");
+  EXPECT_EQ(Index(Counter::invalid_reqs), kNumCounters - 1);
+}
+
+TEST(CountersTest, KindsAndMeanings) {
+  std::set<std::string_view> seen;
+  for (const CounterInfo& info : kCounterInfo) {
+    EXPECT_TRUE(seen.insert(info.name).second) << "duplicate " << info.name;
+    EXPECT_FALSE(info.meaning.empty()) << info.name;
+    CounterKind expected = CounterKind::kCount;
+    if (info.name == "inflight") expected = CounterKind::kGauge;
+    if (info.name == "inflight_max" || info.name == "engine_inflight_max") {
+      expected = CounterKind::kMax;
+    }
+    EXPECT_EQ(info.kind, expected) << info.name;
+  }
+}
+
+}  // namespace
+}  // namespace pvdisk::stats
