@@ -47,7 +47,11 @@ int RunCreate(const std::vector<std::string>& args) {
   absl::Status created = io::CreateImage(path, *size, parsed->Has("force"));
   if (!created.ok()) {
     PrintError(std::string(created.message()));
-    return kExitUsage;
+    // What the user named is wrong (exists, bad size, no such folder): 2.
+    // The system failed (no space, no permission): 1.
+    bool bad_input = absl::IsInvalidArgument(created) ||
+                     absl::IsAlreadyExists(created) || absl::IsNotFound(created);
+    return bad_input ? kExitUsage : kExitFailure;
   }
   std::printf("pvdisk: created %s, %s sparse raw image\n", path.c_str(),
               FormatSize(*size).c_str());

@@ -36,8 +36,11 @@ std::vector<std::string_view> ColumnNames() {
   return names;
 }
 
+// A canonical JSON number: digits, no leading zero (so "0123" stays a
+// string and the output always parses).
 bool IsWholeNumber(std::string_view text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+  if (text.empty() || (text.size() > 1 && text[0] == '0')) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
     return std::isdigit(static_cast<unsigned char>(c));
   });
 }

@@ -13,7 +13,9 @@ namespace pvdisk::stats {
 struct DiskReport {
   std::string name;  // the file name in the mount, e.g. "disk0.img"
   // Configuration in display order, e.g. {"frontend", "blkif"}. Values that
-  // parse as whole numbers are written to JSON as numbers.
+  // are canonical whole numbers ("256", not "0256") are written to JSON as
+  // numbers, everything else as strings; paths are absolute, so they stay
+  // strings.
   std::vector<std::pair<std::string, std::string>> config;
   std::vector<QueueSnapshot> queues;
 };

@@ -40,7 +40,13 @@ void FrontendQueue::Submit(BlockIo* io) {
       is_data ? static_cast<uint32_t>((io->num_sectors + sectors_per_chunk_ - 1) /
                                       sectors_per_chunk_)
               : 1;
-  if (io->op == BlockOp::kRead) state.chunks.resize(state.children);
+  if (io->op == BlockOp::kRead) {
+    if (state.children > pool_.chunk_count()) {
+      io->Complete(-EINVAL, {});
+      return;
+    }
+    state.chunks.resize(state.children);
+  }
   if (state.children > 1) stats_->Add(Counter::splits, state.children - 1);
 
   bool kick;

@@ -1,5 +1,6 @@
 #include "transport/queue.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "absl/strings/str_cat.h"
@@ -33,9 +34,15 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
   std::unique_ptr<Queue> queue(new Queue());
 
   // Layout: ring pages, then one chunk of max_segments pages per ring slot,
-  // so a full ring never waits for data pages.
+  // so a full ring never waits for data pages. A read keeps its chunks until
+  // it is answered whole (the reply is sent from them), so the pool must
+  // also hold the largest BlockIo at once, however small the ring.
   size_t ring_bytes = blkif::RingBytes(options.ring_size);
-  uint32_t chunk_count = options.ring_size;
+  uint64_t sectors_per_chunk = uint64_t{options.max_segments} * 8;
+  uint32_t chunk_count = std::max<uint32_t>(
+      options.ring_size,
+      static_cast<uint32_t>((kMaxBlockIoSectors + sectors_per_chunk - 1) /
+                            sectors_per_chunk));
   uint32_t data_pages = chunk_count * options.max_segments;
   size_t region_bytes = ring_bytes + size_t{data_pages} * blkif::kPageSize;
   PVDISK_ASSIGN_OR_RETURN(queue->region_,

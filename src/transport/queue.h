@@ -22,6 +22,9 @@ namespace pvdisk::transport {
 inline constexpr uint32_t kMinRingSize = 32;
 inline constexpr uint32_t kMaxRingSize = 4096;
 inline constexpr uint32_t kDefaultRingSize = 256;
+// The largest BlockIo a queue must take whole: a 1 MiB FUSE request (the
+// kernel's max_pages = 256) plus one page for an unaligned start or end.
+inline constexpr uint64_t kMaxBlockIoSectors = (1 << 20) / 512 + 8;
 
 struct QueueOptions {
   std::string name;           // for the memfd, e.g. "pvdisk-disk0.img-q0"

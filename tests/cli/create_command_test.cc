@@ -1,0 +1,70 @@
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "gtest/gtest.h"
+
+namespace pvdisk::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "pvdisk_create.XXXXXX");
+    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+    EXPECT_FALSE(path_.empty()) << std::strerror(errno);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) fs::remove_all(path_, ignored);
+  }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+TEST(RunCreateTest, CreatesSparseImageOfTheGivenSize) {
+  TempDir dir;
+  const std::string path = dir.File("disk.img");
+  EXPECT_EQ(RunCreate({path, "--size", "4M"}), kExitOk);
+  ASSERT_TRUE(fs::exists(path));
+  EXPECT_EQ(fs::file_size(path), 4u << 20);
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, 4u << 20);  // sparse
+}
+
+TEST(RunCreateTest, RefusesExistingFileUnlessForced) {
+  TempDir dir;
+  const std::string path = dir.File("disk.img");
+  ASSERT_EQ(RunCreate({path, "--size=64K"}), kExitOk);
+  EXPECT_NE(RunCreate({path, "--size=128K"}), kExitOk);
+  EXPECT_EQ(fs::file_size(path), 64u << 10);
+  EXPECT_EQ(RunCreate({path, "--size=128K", "--force"}), kExitOk);
+  EXPECT_EQ(fs::file_size(path), 128u << 10);
+}
+
+TEST(RunCreateTest, BadInputIsAUsageError) {
+  TempDir dir;
+  const std::string path = dir.File("disk.img");
+  EXPECT_EQ(RunCreate({path}), kExitUsage);                        // no size
+  EXPECT_EQ(RunCreate({path, "--size", "12Q"}), kExitUsage);       // bad size
+  EXPECT_EQ(RunCreate({"--size", "1M"}), kExitUsage);              // no path
+  EXPECT_EQ(RunCreate({path, path, "--size", "1M"}), kExitUsage);  // two
+  EXPECT_EQ(RunCreate({path, "--size", "1M", "--sparse"}), kExitUsage);
+  EXPECT_EQ(RunCreate({path, "--size"}), kExitUsage);
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(RunCreateTest, Help) { EXPECT_EQ(RunCreate({"--help"}), kExitOk); }
+
+}  // namespace
+}  // namespace pvdisk::cli

@@ -1,0 +1,115 @@
+#include "cli/disk_arg.h"
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+
+namespace pvdisk::cli {
+namespace {
+
+std::string ErrorOf(const std::string& text) {
+  absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg(text);
+  EXPECT_FALSE(spec.ok()) << text;
+  if (spec.ok()) return "";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(spec.status().message());
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(ParseDiskArgTest, PathOnly) {
+  absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg("images/disk0.img");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->path, "images/disk0.img");
+  EXPECT_FALSE(spec->read_only);
+  EXPECT_FALSE(spec->expected_size.has_value());
+  EXPECT_FALSE(spec->fault.has_value());
+}
+
+TEST(ParseDiskArgTest, ReadOnly) {
+  absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg("/tmp/a.img,ro");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->path, "/tmp/a.img");
+  EXPECT_TRUE(spec->read_only);
+}
+
+TEST(ParseDiskArgTest, Size) {
+  absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg("a.img,size=1G");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->expected_size, std::optional<uint64_t>(uint64_t{1} << 30));
+  EXPECT_FALSE(spec->read_only);
+}
+
+TEST(ParseDiskArgTest, FaultRange) {
+  absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg("a.img,eio=2048+8");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->fault.has_value());
+  EXPECT_EQ(spec->fault->first_sector, 2048u);
+  EXPECT_EQ(spec->fault->sector_count, 8u);
+
+  spec = ParseDiskArg("a.img,eio=5");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->fault.has_value());
+  EXPECT_EQ(spec->fault->first_sector, 5u);
+  EXPECT_EQ(spec->fault->sector_count, 1u);
+
+  spec = ParseDiskArg("a.img,eio=0");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->fault->first_sector, 0u);
+}
+
+TEST(ParseDiskArgTest, AllOptionsTogether) {
+  absl::StatusOr<fuse::DiskSpec> spec =
+      ParseDiskArg("dir/x.img,ro,size=4k,eio=7+2");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->path, "dir/x.img");
+  EXPECT_TRUE(spec->read_only);
+  EXPECT_EQ(spec->expected_size, std::optional<uint64_t>(4096));
+  ASSERT_TRUE(spec->fault.has_value());
+  EXPECT_EQ(spec->fault->first_sector, 7u);
+  EXPECT_EQ(spec->fault->sector_count, 2u);
+}
+
+TEST(ParseDiskArgTest, BadFaultRange) {
+  for (const char* text :
+       {"a.img,eio=", "a.img,eio=x", "a.img,eio=5+0", "a.img,eio=5+",
+        "a.img,eio=+", "a.img,eio=1+2+3", "a.img,eio=-1", "a.img,eio=1.5",
+        "a.img,eio=99999999999999999999999"}) {
+    std::string message = ErrorOf(text);
+    EXPECT_TRUE(Contains(message, std::string("--disk ") + text)) << message;
+    EXPECT_TRUE(Contains(message, "SECTOR+COUNT")) << message;
+  }
+}
+
+TEST(ParseDiskArgTest, BadSizeNamesTheArgumentAndTheParseError) {
+  std::string message = ErrorOf("a.img,size=12Q");
+  EXPECT_TRUE(Contains(message, "--disk a.img,size=12Q")) << message;
+  EXPECT_TRUE(Contains(message, "'12Q'")) << message;
+  EXPECT_FALSE(ErrorOf("a.img,size=").empty());
+  EXPECT_FALSE(ErrorOf("a.img,size=0").empty());
+}
+
+TEST(ParseDiskArgTest, UnknownOption) {
+  std::string message = ErrorOf("a.img,rw");
+  EXPECT_TRUE(Contains(message, "unknown option 'rw'")) << message;
+  EXPECT_TRUE(Contains(message, "ro")) << message;
+  EXPECT_TRUE(Contains(message, "size=SIZE")) << message;
+  EXPECT_TRUE(Contains(message, "eio=SECTOR[+COUNT]")) << message;
+  EXPECT_TRUE(Contains(ErrorOf("a.img,"), "unknown option ''"));
+  EXPECT_TRUE(Contains(ErrorOf("a.img,RO"), "unknown option 'RO'"));
+  EXPECT_TRUE(Contains(ErrorOf("a.img,ro=1"), "unknown option 'ro=1'"));
+}
+
+TEST(ParseDiskArgTest, EmptyPath) {
+  for (const char* text : {"", ",ro", ",size=1G"}) {
+    std::string message = ErrorOf(text);
+    EXPECT_TRUE(Contains(message, "needs an image path")) << message;
+    EXPECT_TRUE(Contains(message, "PATH[,ro]")) << message;
+  }
+}
+
+}  // namespace
+}  // namespace pvdisk::cli

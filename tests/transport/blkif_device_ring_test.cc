@@ -1,0 +1,367 @@
+// BlkifDeviceRing's validation: malformed requests are written straight into
+// the shared ring, as a hostile or buggy frontend would, and must be refused
+// with an error response that echoes the id and operation.
+#include "transport/blkif_device_ring.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "ring_memory.h"
+#include "transport/blkif_driver_ring.h"
+#include "transport/blkif_format.h"
+#include "transport/shared_index.h"
+
+namespace pvdisk::transport {
+namespace {
+
+constexpr uint32_t kSlots = 32;
+constexpr uint32_t kDataPages = 16;
+constexpr uint64_t kDiskSectors = 1000;
+
+class BlkifDeviceRingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(memory_.ok());
+    // The frontend initialises the shared header (event indices 1).
+    BlkifDriverRing init(memory_.front_ring(), kSlots);
+    limits_.disk_sectors = kDiskSectors;
+    limits_.data_pages = kDataPages;
+    MakeDevice();
+  }
+
+  void MakeDevice() {
+    device_ = std::make_unique<BlkifDeviceRing>(memory_.back_ring(), kSlots,
+                                                memory_.back_data(), limits_);
+  }
+
+  // Publishes `slot` as the next request, as a frontend would.
+  void Push(const blkif::Slot& slot) {
+    std::memcpy(memory_.slot(req_prod_), &slot, sizeof(slot));
+    ++req_prod_;
+    StoreRelease(memory_.header()->req_prod, req_prod_);
+  }
+
+  static blkif::Slot ReadWrite(uint8_t op, uint64_t id, uint64_t sector,
+                               uint8_t nr_segments) {
+    blkif::Slot slot;
+    std::memset(&slot, 0, sizeof(slot));
+    slot.req.operation = op;
+    slot.req.id = id;
+    slot.req.sector_number = sector;
+    slot.req.nr_segments = nr_segments;
+    for (int i = 0; i < blkif::kMaxDirectSegments; ++i) {
+      slot.req.seg[i] = blkif::Segment{static_cast<uint32_t>(i), 0, 7, 0};
+    }
+    return slot;
+  }
+
+  static blkif::Slot Discard(uint64_t id, uint64_t sector, uint64_t count,
+                             uint8_t flag) {
+    blkif::Slot slot;
+    std::memset(&slot, 0, sizeof(slot));
+    slot.discard.operation = blkif::kOpDiscard;
+    slot.discard.flag = flag;
+    slot.discard.id = id;
+    slot.discard.sector_number = sector;
+    slot.discard.nr_sectors = count;
+    return slot;
+  }
+
+  // Answers `request` with `result` and returns the response the frontend
+  // finds in the ring.
+  blkif::Response Answer(const DeviceRequest& request, int result) {
+    device_->PutResponse(request, result);
+    EXPECT_NE(device_->PublishResponses(), PushResult::kNothing);
+    uint32_t rsp_prod = LoadAcquire(memory_.header()->rsp_prod);
+    blkif::Response response;
+    std::memcpy(&response, &memory_.slot(rsp_prod - 1)->rsp, sizeof(response));
+    return response;
+  }
+
+  // Pushes `slot`, expects it refused as `expected`, answers it as
+  // BackendLoop does, and checks the response the frontend gets.
+  void ExpectRefused(const blkif::Slot& slot, TakeResult expected,
+                     int16_t expected_status) {
+    Push(slot);
+    DeviceRequest request;
+    ASSERT_EQ(device_->TakeRequest(&request), expected);
+    EXPECT_EQ(request.id, slot.req.id);
+    EXPECT_EQ(request.wire_op, slot.req.operation);
+    blkif::Response response = Answer(
+        request, expected == TakeResult::kUnsupported ? -EOPNOTSUPP : -EINVAL);
+    EXPECT_EQ(response.id, slot.req.id);
+    EXPECT_EQ(response.operation, slot.req.operation);
+    EXPECT_EQ(response.status, expected_status);
+  }
+
+  void ExpectInvalid(const blkif::Slot& slot) {
+    ExpectRefused(slot, TakeResult::kInvalid, blkif::kRspError);
+  }
+
+  DeviceRequest ExpectValid(const blkif::Slot& slot) {
+    Push(slot);
+    DeviceRequest request;
+    EXPECT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
+    EXPECT_EQ(request.id, slot.req.id);
+    blkif::Response response = Answer(request, 0);
+    EXPECT_EQ(response.status, blkif::kRspOkay);
+    return request;
+  }
+
+  testing::RingMemory memory_{kSlots, kDataPages};
+  BlkifDeviceLimits limits_;
+  std::unique_ptr<BlkifDeviceRing> device_;
+  uint32_t req_prod_ = 0;
+};
+
+TEST_F(BlkifDeviceRingTest, UnknownOperationsAreUnsupported) {
+  ExpectRefused(ReadWrite(42, 1001, 0, 1), TakeResult::kUnsupported,
+                blkif::kRspEopnotsupp);
+  ExpectRefused(ReadWrite(blkif::kOpWriteBarrier, 1002, 0, 1),
+                TakeResult::kUnsupported, blkif::kRspEopnotsupp);
+  ExpectRefused(ReadWrite(blkif::kOpIndirect, 1003, 0, 1),
+                TakeResult::kUnsupported, blkif::kRspEopnotsupp);
+  ExpectRefused(ReadWrite(255, 1004, 0, 0), TakeResult::kUnsupported,
+                blkif::kRspEopnotsupp);
+}
+
+TEST_F(BlkifDeviceRingTest, SegmentCountMustBeOneToEleven) {
+  ExpectInvalid(ReadWrite(blkif::kOpRead, 1, 0, 0));
+  ExpectInvalid(ReadWrite(blkif::kOpWrite, 2, 0, 0));
+  ExpectInvalid(ReadWrite(blkif::kOpRead, 3, 0, 12));
+  ExpectInvalid(ReadWrite(blkif::kOpRead, 4, 0, 255));
+  DeviceRequest request = ExpectValid(ReadWrite(blkif::kOpRead, 5, 0, 11));
+  EXPECT_EQ(request.segment_count, 11u);
+  EXPECT_EQ(request.num_sectors, 88u);
+}
+
+TEST_F(BlkifDeviceRingTest, SegmentCountMustRespectNegotiatedLimit) {
+  limits_.max_segments = 4;
+  MakeDevice();
+  ExpectInvalid(ReadWrite(blkif::kOpRead, 1, 0, 5));
+  ExpectInvalid(ReadWrite(blkif::kOpWrite, 2, 0, 11));
+  DeviceRequest request = ExpectValid(ReadWrite(blkif::kOpRead, 3, 0, 4));
+  EXPECT_EQ(request.num_sectors, 32u);
+}
+
+TEST_F(BlkifDeviceRingTest, GrantReferenceMustBeADataPage) {
+  blkif::Slot slot = ReadWrite(blkif::kOpRead, 1, 0, 3);
+  slot.req.seg[2].gref = kDataPages;
+  ExpectInvalid(slot);
+  slot.req.id = 2;
+  slot.req.seg[2].gref = std::numeric_limits<uint32_t>::max();
+  ExpectInvalid(slot);
+  slot.req.id = 3;
+  slot.req.seg[2].gref = kDataPages - 1;
+  DeviceRequest request = ExpectValid(slot);
+  ASSERT_EQ(request.iov.size(), 2u);
+  EXPECT_EQ(request.iov[1].iov_base,
+            memory_.back_data() + (kDataPages - 1) * 4096);
+}
+
+TEST_F(BlkifDeviceRingTest, SectorsInsideThePage) {
+  blkif::Slot slot = ReadWrite(blkif::kOpWrite, 1, 0, 1);
+  slot.req.seg[0].first_sect = 5;
+  slot.req.seg[0].last_sect = 4;
+  ExpectInvalid(slot);
+  slot.req.id = 2;
+  slot.req.seg[0].first_sect = 0;
+  slot.req.seg[0].last_sect = 8;
+  ExpectInvalid(slot);
+  slot.req.id = 3;
+  slot.req.seg[0].first_sect = 8;
+  slot.req.seg[0].last_sect = 8;
+  ExpectInvalid(slot);
+  slot.req.id = 4;
+  slot.req.seg[0].first_sect = 7;
+  slot.req.seg[0].last_sect = 7;
+  DeviceRequest request = ExpectValid(slot);
+  EXPECT_EQ(request.num_sectors, 1u);
+  ASSERT_EQ(request.iov.size(), 1u);
+  EXPECT_EQ(request.iov[0].iov_base, memory_.back_data() + 7 * 512);
+  EXPECT_EQ(request.iov[0].iov_len, 512u);
+}
+
+TEST_F(BlkifDeviceRingTest, RangeMustEndInsideTheDisk) {
+  // 8 sectors ending exactly at the end are fine; one more is not.
+  ExpectValid(ReadWrite(blkif::kOpRead, 1, kDiskSectors - 8, 1));
+  ExpectInvalid(ReadWrite(blkif::kOpRead, 2, kDiskSectors - 7, 1));
+  ExpectInvalid(ReadWrite(blkif::kOpWrite, 3, kDiskSectors, 1));
+  ExpectInvalid(ReadWrite(blkif::kOpRead, 4, kDiskSectors + 100, 1));
+  // sector + count would wrap around 2^64.
+  ExpectInvalid(
+      ReadWrite(blkif::kOpRead, 5, std::numeric_limits<uint64_t>::max(), 1));
+  ExpectInvalid(ReadWrite(blkif::kOpWrite, 6,
+                          std::numeric_limits<uint64_t>::max() - 3, 2));
+}
+
+TEST_F(BlkifDeviceRingTest, FlushTakesNoSegments) {
+  blkif::Slot flush = ReadWrite(blkif::kOpFlushDiskCache, 1, 0, 1);
+  ExpectInvalid(flush);
+  flush.req.id = 2;
+  flush.req.nr_segments = 0;
+  flush.req.sector_number = 12345678;  // ignored
+  DeviceRequest request = ExpectValid(flush);
+  EXPECT_EQ(request.op, BlockOp::kFlush);
+  EXPECT_EQ(request.sector, 0u);
+  EXPECT_EQ(request.num_sectors, 0u);
+  EXPECT_TRUE(request.iov.empty());
+}
+
+TEST_F(BlkifDeviceRingTest, DiscardChecks) {
+  ExpectInvalid(Discard(1, 0, 0, 0));                 // empty
+  ExpectInvalid(Discard(2, kDiskSectors - 1, 2, 0));  // past the end
+  ExpectInvalid(Discard(3, kDiskSectors + 1, 1, 0));  // past the end
+  ExpectInvalid(Discard(4, 10, std::numeric_limits<uint64_t>::max(), 0));
+  ExpectInvalid(Discard(5, std::numeric_limits<uint64_t>::max(), 1, 0));
+  ExpectInvalid(Discard(6, 0, 8, 4));  // unknown flag
+  ExpectInvalid(Discard(7, 0, 8, 0x80));
+  ExpectInvalid(Discard(8, 0, 8, blkif::kDiscardZeroes | 8));
+
+  DeviceRequest whole = ExpectValid(Discard(9, 0, kDiskSectors, 0));
+  EXPECT_EQ(whole.op, BlockOp::kDiscard);
+  EXPECT_EQ(whole.num_sectors, kDiskSectors);
+  DeviceRequest secure =
+      ExpectValid(Discard(10, 100, 8, blkif::kDiscardSecure));
+  EXPECT_EQ(secure.op, BlockOp::kDiscard);
+  EXPECT_EQ(secure.sector, 100u);
+  DeviceRequest zeroes =
+      ExpectValid(Discard(11, 992, 8, blkif::kDiscardZeroes));
+  EXPECT_EQ(zeroes.op, BlockOp::kWriteZeroes);
+  EXPECT_EQ(zeroes.wire_op, blkif::kOpDiscard);
+  EXPECT_EQ(zeroes.num_sectors, 8u);
+  EXPECT_TRUE(zeroes.iov.empty());
+}
+
+TEST_F(BlkifDeviceRingTest, ReadOnlyDeviceRefusesWritesAndDiscards) {
+  limits_.read_only = true;
+  MakeDevice();
+  ExpectInvalid(ReadWrite(blkif::kOpWrite, 1, 0, 1));
+  ExpectInvalid(Discard(2, 0, 8, 0));
+  ExpectInvalid(Discard(3, 0, 8, blkif::kDiscardZeroes));
+  EXPECT_EQ(ExpectValid(ReadWrite(blkif::kOpRead, 4, 0, 1)).op, BlockOp::kRead);
+  blkif::Slot flush = ReadWrite(blkif::kOpFlushDiskCache, 5, 0, 0);
+  EXPECT_EQ(ExpectValid(flush).op, BlockOp::kFlush);
+}
+
+TEST_F(BlkifDeviceRingTest, ValidReadCoalescesContiguousSegments) {
+  blkif::Slot slot = ReadWrite(blkif::kOpRead, 77, 40, 6);
+  slot.req.seg[0] = {3, 2, 7, 0};   // page 3, sectors 2..7
+  slot.req.seg[1] = {4, 0, 7, 0};   // page 4: continues page 3
+  slot.req.seg[2] = {5, 0, 1, 0};   // page 5, sectors 0..1: continues
+  slot.req.seg[3] = {9, 0, 3, 0};   // page 9: a new piece
+  slot.req.seg[4] = {9, 5, 7, 0};   // a gap at sector 4: a new piece
+  slot.req.seg[5] = {10, 0, 7, 0};  // continues page 9
+  DeviceRequest request = ExpectValid(slot);
+  EXPECT_EQ(request.op, BlockOp::kRead);
+  EXPECT_EQ(request.wire_op, blkif::kOpRead);
+  EXPECT_EQ(request.sector, 40u);
+  EXPECT_EQ(request.segment_count, 6u);
+  EXPECT_EQ(request.num_sectors, 6u + 8 + 2 + 4 + 3 + 8);
+  uint8_t* data = memory_.back_data();
+  ASSERT_EQ(request.iov.size(), 3u);
+  EXPECT_EQ(request.iov[0].iov_base, data + 3 * 4096 + 2 * 512);
+  EXPECT_EQ(request.iov[0].iov_len, (6u + 8 + 2) * 512);
+  EXPECT_EQ(request.iov[1].iov_base, data + 9 * 4096);
+  EXPECT_EQ(request.iov[1].iov_len, 4u * 512);
+  EXPECT_EQ(request.iov[2].iov_base, data + 9 * 4096 + 5 * 512);
+  EXPECT_EQ(request.iov[2].iov_len, (3u + 8) * 512);
+  size_t total = 0;
+  for (const iovec& piece : request.iov) {
+    uint8_t* base = static_cast<uint8_t*>(piece.iov_base);
+    EXPECT_GE(base, data);
+    EXPECT_LE(base + piece.iov_len, data + memory_.data_bytes());
+    total += piece.iov_len;
+  }
+  EXPECT_EQ(total, request.num_sectors * 512);
+}
+
+TEST_F(BlkifDeviceRingTest, ReusedRequestObjectIsFullyOverwritten) {
+  // BackendLoop reuses DeviceRequest objects; nothing may leak from the
+  // previous request into the next.
+  DeviceRequest request;
+  Push(ReadWrite(blkif::kOpRead, 1, 0, 11));
+  ASSERT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
+  ASSERT_EQ(request.iov.size(), 1u);
+  Push(Discard(2, 16, 8, 0));
+  ASSERT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
+  EXPECT_EQ(request.op, BlockOp::kDiscard);
+  EXPECT_TRUE(request.iov.empty());
+  EXPECT_EQ(request.segment_count, 0u);
+  EXPECT_EQ(request.sector, 16u);
+  EXPECT_EQ(request.num_sectors, 8u);
+}
+
+TEST_F(BlkifDeviceRingTest, DecodedRequestIsAPrivateCopy) {
+  blkif::Slot slot = ReadWrite(blkif::kOpWrite, 5, 64, 2);
+  Push(slot);
+  DeviceRequest request;
+  ASSERT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
+  DeviceRequest before = request;
+
+  // The frontend rewrites the slot after the backend fetched it.
+  blkif::Slot* shared = memory_.slot(0);
+  shared->req.operation = blkif::kOpRead;
+  shared->req.id = 99;
+  shared->req.sector_number = std::numeric_limits<uint64_t>::max();
+  shared->req.nr_segments = 11;
+  shared->req.seg[0].gref = 1u << 30;
+  shared->req.seg[1].last_sect = 200;
+
+  EXPECT_EQ(request.id, before.id);
+  EXPECT_EQ(request.op, BlockOp::kWrite);
+  EXPECT_EQ(request.wire_op, blkif::kOpWrite);
+  EXPECT_EQ(request.sector, 64u);
+  EXPECT_EQ(request.num_sectors, 16u);
+  EXPECT_EQ(request.segment_count, 2u);
+  ASSERT_EQ(request.iov.size(), 1u);
+  EXPECT_EQ(request.iov[0].iov_base, memory_.back_data());
+  EXPECT_EQ(request.iov[0].iov_len, 2u * 4096);
+  // The response echoes the fetched id and operation, not the rewritten ones.
+  blkif::Response response = Answer(request, 0);
+  EXPECT_EQ(response.id, 5u);
+  EXPECT_EQ(response.operation, blkif::kOpWrite);
+}
+
+TEST_F(BlkifDeviceRingTest, ProducerTooFarAheadBreaksTheRing) {
+  // 32 outstanding on a 32-slot ring is the most there can be.
+  for (int i = 0; i < 32; ++i) Push(ReadWrite(blkif::kOpRead, i, 0, 1));
+  DeviceRequest request;
+  ASSERT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
+  // One more than the ring holds while no response has been written.
+  StoreRelease(memory_.header()->req_prod, 33);
+  EXPECT_EQ(device_->TakeRequest(&request), TakeResult::kRingBroken);
+  EXPECT_EQ(device_->TakeRequest(&request), TakeResult::kRingBroken);
+}
+
+TEST_F(BlkifDeviceRingTest, ProducerMovingBackwardsBreaksTheRing) {
+  ExpectValid(ReadWrite(blkif::kOpRead, 1, 0, 1));
+  ExpectValid(ReadWrite(blkif::kOpRead, 2, 0, 1));
+  StoreRelease(memory_.header()->req_prod, 1);
+  DeviceRequest request;
+  EXPECT_EQ(device_->TakeRequest(&request), TakeResult::kRingBroken);
+}
+
+TEST_F(BlkifDeviceRingTest, TakesNoMoreThanFreeResponseSlots) {
+  for (int i = 0; i < 32; ++i) Push(ReadWrite(blkif::kOpRead, i, 0, 1));
+  std::vector<DeviceRequest> taken(32);
+  for (auto& request : taken) {
+    ASSERT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
+  }
+  DeviceRequest extra;
+  EXPECT_EQ(device_->TakeRequest(&extra), TakeResult::kNone);
+  // Answer one; the frontend may then reuse that slot for a new request.
+  device_->PutResponse(taken[0], 0);
+  device_->PublishResponses();
+  Push(ReadWrite(blkif::kOpRead, 100, 8, 1));
+  ASSERT_EQ(device_->TakeRequest(&extra), TakeResult::kValid);
+  EXPECT_EQ(extra.id, 100u);
+  EXPECT_EQ(device_->TakeRequest(&extra), TakeResult::kNone);
+}
+
+}  // namespace
+}  // namespace pvdisk::transport

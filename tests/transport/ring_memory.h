@@ -1,0 +1,61 @@
+// Test helper: one shared region holding a blkif ring of `slots` slots and
+// `data_pages` data pages after it, mapped twice (frontend and backend), as
+// transport::Queue lays it out.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "transport/blkif_format.h"
+#include "transport/shared_region.h"
+
+namespace pvdisk::transport::testing {
+
+class RingMemory {
+ public:
+  RingMemory(uint32_t slots, uint32_t data_pages)
+      : slots_(slots), ring_bytes_(blkif::RingBytes(slots)) {
+    auto region = SharedRegion::Create(
+        "pvdisk-ring-test",
+        ring_bytes_ + size_t{data_pages} * blkif::kPageSize);
+    EXPECT_TRUE(region.ok()) << region.status();
+    if (!region.ok()) return;
+    region_ = std::move(*region);
+    auto front = region_->Map();
+    auto back = region_->Map();
+    EXPECT_TRUE(front.ok()) << front.status();
+    EXPECT_TRUE(back.ok()) << back.status();
+    if (!front.ok() || !back.ok()) return;
+    front_ = std::move(*front);
+    back_ = std::move(*back);
+  }
+
+  bool ok() const { return front_ != nullptr && back_ != nullptr; }
+  uint32_t slots() const { return slots_; }
+
+  uint8_t* front_ring() const { return front_->base(); }
+  uint8_t* back_ring() const { return back_->base(); }
+  uint8_t* front_data() const { return front_->base() + ring_bytes_; }
+  uint8_t* back_data() const { return back_->base() + ring_bytes_; }
+  size_t data_bytes() const { return back_->size() - ring_bytes_; }
+
+  // The shared structures as the frontend's mapping shows them.
+  blkif::SharedRingHeader* header() const {
+    return reinterpret_cast<blkif::SharedRingHeader*>(front_ring());
+  }
+  blkif::Slot* slot(uint32_t index) const {
+    return reinterpret_cast<blkif::Slot*>(front_ring() +
+                                          sizeof(blkif::SharedRingHeader)) +
+           (index & (slots_ - 1));
+  }
+
+ private:
+  uint32_t slots_;
+  size_t ring_bytes_;
+  std::unique_ptr<SharedRegion> region_;
+  std::unique_ptr<RegionMapping> front_;
+  std::unique_ptr<RegionMapping> back_;
+};
+
+}  // namespace pvdisk::transport::testing
