@@ -28,17 +28,16 @@ struct Rings {
 Rings MakeRings() {
   Rings r;
   size_t ring_bytes = blkif::RingBytes(kSlots);
-  r.region = *SharedRegion::Create("bench",
-                                   ring_bytes + size_t{kDataPages} * 4096);
+  r.region =
+      *SharedRegion::Create("bench", ring_bytes + size_t{kDataPages} * 4096);
   r.front = *r.region->Map();
   r.back = *r.region->Map();
   r.driver = std::make_unique<BlkifDriverRing>(r.front->base(), kSlots);
   BlkifDeviceLimits limits;
   limits.disk_sectors = uint64_t{1} << 30;
   limits.data_pages = kDataPages;
-  r.device = std::make_unique<BlkifDeviceRing>(r.back->base(), kSlots,
-                                               r.back->base() + ring_bytes,
-                                               limits);
+  r.device = std::make_unique<BlkifDeviceRing>(
+      r.back->base(), kSlots, r.back->base() + ring_bytes, limits);
   return r;
 }
 
@@ -75,10 +74,12 @@ void BM_BlkifRoundTrip(benchmark::State& state) {
     benchmark::DoNotOptimize(rings.driver->FinalCheckForResponses());
   }
   state.SetItemsProcessed(state.iterations() * batch);
-  state.counters["kicks_per_req"] = benchmark::Counter(
-      static_cast<double>(kicks) / static_cast<double>(state.iterations() * batch));
-  state.counters["irqs_per_req"] = benchmark::Counter(
-      static_cast<double>(irqs) / static_cast<double>(state.iterations() * batch));
+  state.counters["kicks_per_req"] =
+      benchmark::Counter(static_cast<double>(kicks) /
+                         static_cast<double>(state.iterations() * batch));
+  state.counters["irqs_per_req"] =
+      benchmark::Counter(static_cast<double>(irqs) /
+                         static_cast<double>(state.iterations() * batch));
 }
 BENCHMARK(BM_BlkifRoundTrip)->Arg(1)->Arg(32);
 

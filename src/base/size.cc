@@ -35,12 +35,23 @@ absl::StatusOr<uint64_t> ParseSize(std::string_view text) {
   int shift = 0;
   if (!unit.empty()) {
     switch (std::toupper(static_cast<unsigned char>(unit[0]))) {
-      case 'K': shift = 10; break;
-      case 'M': shift = 20; break;
-      case 'G': shift = 30; break;
-      case 'T': shift = 40; break;
-      case 'B': shift = 0; break;
-      default: return BadSize(text);
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      case 'T':
+        shift = 40;
+        break;
+      case 'B':
+        shift = 0;
+        break;
+      default:
+        return BadSize(text);
     }
     std::string_view rest = unit.substr(1);
     bool bytes_only = std::toupper(static_cast<unsigned char>(unit[0])) == 'B';

@@ -90,8 +90,7 @@ absl::StatusOr<uint64_t> ParseNumber(absl::string_view flag,
                                      absl::string_view text, uint64_t min,
                                      uint64_t max) {
   uint64_t value = 0;
-  if (!absl::SimpleAtoi(text, &value) ||
-      value < min || value > max) {
+  if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--", flag, " '", text, "' is not allowed: use a whole number from ",
         min, " to ", max));

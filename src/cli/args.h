@@ -6,10 +6,10 @@
 
 #include <map>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace pvdisk::cli {
 

@@ -30,8 +30,9 @@ int RunCreate(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (parsed->positional.size() != 1) {
-    PrintError("create takes exactly one PATH (usage: pvdisk create PATH "
-               "--size SIZE [--force])");
+    PrintError(
+        "create takes exactly one PATH (usage: pvdisk create PATH "
+        "--size SIZE [--force])");
     return kExitUsage;
   }
   if (!parsed->Has("size")) {
@@ -50,7 +51,8 @@ int RunCreate(const std::vector<std::string>& args) {
     // What the user named is wrong (exists, bad size, no such folder): 2.
     // The system failed (no space, no permission): 1.
     bool bad_input = absl::IsInvalidArgument(created) ||
-                     absl::IsAlreadyExists(created) || absl::IsNotFound(created);
+                     absl::IsAlreadyExists(created) ||
+                     absl::IsNotFound(created);
     return bad_input ? kExitUsage : kExitFailure;
   }
   std::printf("pvdisk: created %s, %s sparse raw image\n", path.c_str(),

@@ -31,19 +31,21 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
     } else if (option.rfind("eio=", 0) == 0) {
       std::vector<std::string> range = absl::StrSplit(option.substr(4), '+');
       io::FaultRange fault;
-      if (range.size() > 2 || !absl::SimpleAtoi(range[0], &fault.first_sector) ||
+      if (range.size() > 2 ||
+          !absl::SimpleAtoi(range[0], &fault.first_sector) ||
           (range.size() == 2 &&
            (!absl::SimpleAtoi(range[1], &fault.sector_count) ||
             fault.sector_count == 0))) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--disk ", text, ": eio takes SECTOR or SECTOR+COUNT (512-byte "
-            "sectors), e.g. eio=2048+8"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--disk ", text,
+                         ": eio takes SECTOR or SECTOR+COUNT (512-byte "
+                         "sectors), e.g. eio=2048+8"));
       }
       spec.fault = fault;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--disk ", text, ": unknown option '", option,
-          "'; allowed: ro, size=SIZE, eio=SECTOR[+COUNT]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--disk ", text, ": unknown option '", option,
+                       "'; allowed: ro, size=SIZE, eio=SECTOR[+COUNT]"));
     }
   }
   return spec;

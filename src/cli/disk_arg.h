@@ -1,9 +1,8 @@
 // Parsing of one --disk argument: PATH[,ro][,size=SIZE][,eio=SECTOR[+COUNT]].
 #pragma once
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "fuse/disk.h"
 
 namespace pvdisk::cli {

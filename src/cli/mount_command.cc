@@ -33,7 +33,7 @@ namespace pvdisk::cli {
 namespace {
 
 struct MountConfig {
-  std::string mountpoint;  // absolute
+  std::string mountpoint;             // absolute
   std::vector<fuse::DiskSpec> disks;  // paths absolute
   std::vector<std::string> names;     // file names in the mount
   fuse::DiskOptions options;
@@ -45,8 +45,7 @@ const std::vector<FlagSpec>& MountFlags() {
       {"disk", true, true, "PATH[,ro][,size=SIZE][,eio=SECTOR[+N]]", "",
        "an image to serve; ro = read-only, size = expected size, eio = fail "
        "I/O on those 512-byte sectors (fault injection)"},
-      {"ring-size", true, false, "N",
-       absl::StrCat(transport::kDefaultRingSize),
+      {"ring-size", true, false, "N", absl::StrCat(transport::kDefaultRingSize),
        absl::StrCat("ring slots per queue, a power of two from ",
                     transport::kMinRingSize, " to ", transport::kMaxRingSize)},
       {"engine", true, false, "uring|sync|null", "uring",
@@ -111,8 +110,8 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
       return absl::InvalidArgumentError(
           errno == ENOENT
               ? absl::StrCat("image ", spec->path, " does not exist")
-              : absl::StrCat("image ", spec->path, " cannot be resolved: ",
-                             strerror(errno)));
+              : absl::StrCat("image ", spec->path,
+                             " cannot be resolved: ", strerror(errno)));
     }
     std::string path = resolved;
     if (path.rfind(config->mountpoint + "/", 0) == 0) {
@@ -122,9 +121,10 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
           "mountpoint, so keep images outside it"));
     }
     if (!seen_paths.insert(path).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--disk ", spec->path, " is given twice; each image may be served "
-          "once"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--disk ", spec->path,
+                       " is given twice; each image may be served "
+                       "once"));
     }
     std::string name = path.substr(path.rfind('/') + 1);
     if (name == "stats" || name == "stats.json") {
@@ -133,9 +133,9 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
           "' in the mount, which is the stats file's name; rename the image"));
     }
     if (!seen_names.insert(name).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "two images would both be named '", name,
-          "' in the mount; rename one of them"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("two images would both be named '", name,
+                       "' in the mount; rename one of them"));
     }
     // Open once now, so that an unreadable or odd-sized image is reported
     // here, before anything is mounted.
@@ -152,11 +152,10 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
     config->names.push_back(name);
   }
 
-  absl::StatusOr<uint64_t> ring_size =
-      ParseNumber("ring-size",
-                  parsed.Get("ring-size",
-                             absl::StrCat(transport::kDefaultRingSize)),
-                  transport::kMinRingSize, transport::kMaxRingSize);
+  absl::StatusOr<uint64_t> ring_size = ParseNumber(
+      "ring-size",
+      parsed.Get("ring-size", absl::StrCat(transport::kDefaultRingSize)),
+      transport::kMinRingSize, transport::kMaxRingSize);
   if (!ring_size.ok()) return ring_size.status();
   config->options.ring_size = static_cast<uint32_t>(*ring_size);
   transport::QueueOptions queue_options;
@@ -177,7 +176,8 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
 // code and a message. No-op in the foreground (fd -1).
 void Report(int fd, int code, const std::string& message) {
   if (fd < 0) return;
-  std::string line = code == 0 ? "ok\n" : absl::StrCat(code, " ", message, "\n");
+  std::string line =
+      code == 0 ? "ok\n" : absl::StrCat(code, " ", message, "\n");
   (void)!write(fd, line.data(), line.size());
   close(fd);
 }
@@ -215,10 +215,11 @@ int Serve(const MountConfig& config, int ready_fd) {
       Report(ready_fd, 0, "");
       DetachFromTerminal();
     } else {
-      std::printf("pvdisk: serving %zu disk(s) at %s; stop with Ctrl-C or "
-                  "'pvdisk unmount %s'\n",
-                  config.disks.size(), config.mountpoint.c_str(),
-                  config.mountpoint.c_str());
+      std::printf(
+          "pvdisk: serving %zu disk(s) at %s; stop with Ctrl-C or "
+          "'pvdisk unmount %s'\n",
+          config.disks.size(), config.mountpoint.c_str(),
+          config.mountpoint.c_str());
       std::fflush(stdout);
     }
   });
@@ -235,7 +236,8 @@ std::string Describe(const MountConfig& config) {
   std::string files;
   for (size_t i = 0; i < config.names.size(); ++i) {
     struct stat st;
-    uint64_t size = stat(config.disks[i].path.c_str(), &st) == 0 ? st.st_size : 0;
+    uint64_t size =
+        stat(config.disks[i].path.c_str(), &st) == 0 ? st.st_size : 0;
     absl::StrAppend(&files, config.names[i], " (", FormatSize(size), "), ");
   }
   return absl::StrCat(files, "stats, stats.json");

@@ -40,7 +40,8 @@ std::optional<MountEntry> FindMount(const std::string& absolute_path) {
   std::string line;
   std::optional<MountEntry> found;
   while (std::getline(in, line)) {
-    // id parent major:minor root mount_point options [optional...] - type source super
+    // id parent major:minor root mount_point options [optional...] - type
+    // source super
     std::istringstream words(line);
     std::string id, parent, dev, root, mount_point;
     words >> id >> parent >> dev >> root >> mount_point;
@@ -62,7 +63,8 @@ std::optional<pid_t> PvdiskDaemonPid(const MountEntry& entry) {
     return std::nullopt;
   }
   int pid = 0;
-  if (!absl::SimpleAtoi(entry.source.substr(kPrefix.size()), &pid) || pid <= 0) {
+  if (!absl::SimpleAtoi(entry.source.substr(kPrefix.size()), &pid) ||
+      pid <= 0) {
     return std::nullopt;
   }
   return pid;

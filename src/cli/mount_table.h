@@ -2,9 +2,10 @@
 // the table never touches the mounted filesystem itself.
 #pragma once
 
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
-#include <sys/types.h>
 
 namespace pvdisk::cli {
 

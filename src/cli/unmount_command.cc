@@ -69,12 +69,14 @@ int RunUnmount(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (parsed->Has("help")) {
-    std::printf("usage: pvdisk unmount MOUNTPOINT\n%s", FlagHelp(specs).c_str());
+    std::printf("usage: pvdisk unmount MOUNTPOINT\n%s",
+                FlagHelp(specs).c_str());
     return kExitOk;
   }
   if (parsed->positional.size() != 1) {
-    PrintError("unmount takes exactly one MOUNTPOINT (usage: pvdisk unmount "
-               "MOUNTPOINT)");
+    PrintError(
+        "unmount takes exactly one MOUNTPOINT (usage: pvdisk unmount "
+        "MOUNTPOINT)");
     return kExitUsage;
   }
   const std::string& given = parsed->positional[0];
@@ -94,9 +96,9 @@ int RunUnmount(const std::vector<std::string>& args) {
   }
   if (!ProcessExists(*pid)) {
     if (!DetachMount(*path)) {
-      PrintError(absl::StrCat("the daemon of ", given,
-                              " is gone and the mount could not be detached: ",
-                              strerror(errno)));
+      PrintError(absl::StrCat(
+          "the daemon of ", given,
+          " is gone and the mount could not be detached: ", strerror(errno)));
       return kExitFailure;
     }
     std::printf("pvdisk: %s had no daemon (pid %d gone); detached the mount\n",

@@ -17,14 +17,14 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
   disk->options_ = options;
   // The null engine never touches the image, so O_DIRECT does not matter.
   bool want_direct = options.engine != io::EngineKind::kNull;
-  PVDISK_ASSIGN_OR_RETURN(disk->image_, io::ImageFile::Open(spec.path,
-                                                            spec.read_only,
-                                                            want_direct));
+  PVDISK_ASSIGN_OR_RETURN(
+      disk->image_,
+      io::ImageFile::Open(spec.path, spec.read_only, want_direct));
   if (spec.expected_size && *spec.expected_size != disk->image_->size_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--disk ", spec.path, ",size=", FormatSize(*spec.expected_size),
-        " does not match the image, which has ",
-        disk->image_->size_bytes(), " bytes"));
+        " does not match the image, which has ", disk->image_->size_bytes(),
+        " bytes"));
   }
 
   io::EngineOptions engine_options;

@@ -68,10 +68,10 @@ class Joiner {
 }  // namespace
 
 struct DiskIo::ReadModifyWrite {
-  uint64_t first_sector;    // the sectors the write touches
+  uint64_t first_sector;  // the sectors the write touches
   uint64_t sectors;
-  size_t head;              // bytes of the first sector before the new data
-  uint64_t length;          // bytes of new data
+  size_t head;      // bytes of the first sector before the new data
+  uint64_t length;  // bytes of new data
   std::unique_ptr<uint8_t[]> buffer;  // the whole sectors, new data in place
   Done done;
 };
@@ -105,8 +105,8 @@ void DiskIo::Read(uint64_t offset, uint64_t length, ReadDone done) {
                           to_skip -= piece.length;
                           continue;
                         }
-                        size_t take = std::min<uint64_t>(
-                            piece.length - to_skip, wanted);
+                        size_t take =
+                            std::min<uint64_t>(piece.length - to_skip, wanted);
                         iov.push_back(iovec{
                             const_cast<uint8_t*>(piece.data) + to_skip, take});
                         wanted -= take;
@@ -176,48 +176,48 @@ void DiskIo::StartReadModifyWrite(ReadModifyWrite* rmw) {
   if (need_tail && !(need_head && last == rmw->first_sector)) {
     parts.push_back({last});
   }
-  auto* joiner = new Joiner(static_cast<int>(parts.size()), 0,
-                            [this, rmw](int64_t result) {
-                              if (result < 0) {
-                                rmw_lock_.Release(rmw->first_sector,
-                                                  rmw->sectors);
-                                rmw->done(result);
-                                delete rmw;
-                                return;
-                              }
-                              WriteBack(rmw);
-                            });
+  auto* joiner = new Joiner(
+      static_cast<int>(parts.size()), 0, [this, rmw](int64_t result) {
+        if (result < 0) {
+          rmw_lock_.Release(rmw->first_sector, rmw->sectors);
+          rmw->done(result);
+          delete rmw;
+          return;
+        }
+        WriteBack(rmw);
+      });
   for (const Part& part : parts) {
     Submit(disk_,
-           new CallbackIo(
-               BlockOp::kRead, part.sector, 1,
-               [rmw, joiner, part, tail_start, total](
-                   int result, absl::Span<const DataPiece> pieces) {
-                 if (result == 0) {
-                   const uint8_t* old = pieces[0].data;
-                   size_t base =
-                       (part.sector - rmw->first_sector) * kSectorSize;
-                   // Old bytes of this sector that lie outside the new data.
-                   for (size_t i = 0; i < kSectorSize; ++i) {
-                     size_t at = base + i;
-                     if (at < rmw->head || (at >= tail_start && at < total)) {
-                       rmw->buffer[at] = old[i];
-                     }
-                   }
-                 }
-                 joiner->PartDone(result);
-               }));
+           new CallbackIo(BlockOp::kRead, part.sector, 1,
+                          [rmw, joiner, part, tail_start, total](
+                              int result, absl::Span<const DataPiece> pieces) {
+                            if (result == 0) {
+                              const uint8_t* old = pieces[0].data;
+                              size_t base = (part.sector - rmw->first_sector) *
+                                            kSectorSize;
+                              // Old bytes of this sector that lie outside the
+                              // new data.
+                              for (size_t i = 0; i < kSectorSize; ++i) {
+                                size_t at = base + i;
+                                if (at < rmw->head ||
+                                    (at >= tail_start && at < total)) {
+                                  rmw->buffer[at] = old[i];
+                                }
+                              }
+                            }
+                            joiner->PartDone(result);
+                          }));
   }
 }
 
 void DiskIo::WriteBack(ReadModifyWrite* rmw) {
-  SubmitWrite(rmw->first_sector, rmw->sectors, rmw->buffer.get(),
-              [this, rmw](int result) {
-                rmw_lock_.Release(rmw->first_sector, rmw->sectors);
-                rmw->done(result < 0 ? result
-                                     : static_cast<int64_t>(rmw->length));
-                delete rmw;
-              });
+  SubmitWrite(
+      rmw->first_sector, rmw->sectors, rmw->buffer.get(),
+      [this, rmw](int result) {
+        rmw_lock_.Release(rmw->first_sector, rmw->sectors);
+        rmw->done(result < 0 ? result : static_cast<int64_t>(rmw->length));
+        delete rmw;
+      });
 }
 
 void DiskIo::Flush(Done done) {
@@ -251,8 +251,8 @@ void DiskIo::Zero(uint64_t offset, uint64_t length, bool deallocate,
     // No whole sector inside: the range is within one or two sectors and
     // shorter than two sectors; write zeros over it piecewise.
     for (uint64_t at = offset; at < end;) {
-      uint64_t piece = std::min<uint64_t>(end - at,
-                                          kSectorSize - at % kSectorSize);
+      uint64_t piece =
+          std::min<uint64_t>(end - at, kSectorSize - at % kSectorSize);
       edges.push_back({at, piece});
       at += piece;
     }
@@ -265,8 +265,8 @@ void DiskIo::Zero(uint64_t offset, uint64_t length, bool deallocate,
     }
   }
   bool has_inner = inner_first < inner_end;
-  auto* joiner = new Joiner(static_cast<int>(edges.size()) + (has_inner ? 1 : 0),
-                            0, std::move(done));
+  auto* joiner = new Joiner(
+      static_cast<int>(edges.size()) + (has_inner ? 1 : 0), 0, std::move(done));
   if (has_inner) {
     Submit(disk_, new CallbackIo(
                       deallocate ? BlockOp::kDiscard : BlockOp::kWriteZeroes,

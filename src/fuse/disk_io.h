@@ -49,8 +49,8 @@ class DiskIo {
   struct ReadModifyWrite;
   void StartReadModifyWrite(ReadModifyWrite* rmw);
   void WriteBack(ReadModifyWrite* rmw);
-  void SubmitWrite(uint64_t first_sector, uint64_t sectors,
-                   const uint8_t* data, std::function<void(int)> done);
+  void SubmitWrite(uint64_t first_sector, uint64_t sectors, const uint8_t* data,
+                   std::function<void(int)> done);
 
   Disk* disk_;
   RangeLock rmw_lock_;

@@ -19,7 +19,8 @@ constexpr unsigned kMaxFuseThreads = 4;
 
 Filesystem::Filesystem(std::vector<std::unique_ptr<Disk>> disks)
     : disks_(std::move(disks)) {
-  for (auto& disk : disks_) disk_ios_.push_back(std::make_unique<DiskIo>(disk.get()));
+  for (auto& disk : disks_)
+    disk_ios_.push_back(std::make_unique<DiskIo>(disk.get()));
 }
 
 Filesystem::~Filesystem() {
@@ -42,8 +43,8 @@ void Filesystem::ResetStats() {
   for (auto& disk : disks_) disk->ResetStats();
 }
 
-absl::Status Filesystem::MountAndServe(const std::string& mountpoint,
-                                       const std::function<void()>& on_mounted) {
+absl::Status Filesystem::MountAndServe(
+    const std::string& mountpoint, const std::function<void()>& on_mounted) {
   // The fsname carries our pid so that `pvdisk unmount` can find the daemon
   // from /proc/self/mountinfo without touching the mountpoint.
   std::string options = absl::StrCat("fsname=pvdisk-", getpid(),
@@ -63,9 +64,9 @@ absl::Status Filesystem::MountAndServe(const std::string& mountpoint,
   if (fuse_session_mount(session, mountpoint.c_str()) != 0) {
     fuse_remove_signal_handlers(session);
     fuse_session_destroy(session);
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot mount on ", mountpoint,
-                     " (is /dev/fuse available and are you allowed to mount?)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot mount on ", mountpoint,
+        " (is /dev/fuse available and are you allowed to mount?)"));
   }
   on_mounted();
 

@@ -200,8 +200,8 @@ void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
       return;
     }
     // Snapshot at open, so one reader sees one consistent table.
-    auto* contents = new std::string(
-        ino == kStatsInode ? fs.StatsText() : fs.StatsJson());
+    auto* contents =
+        new std::string(ino == kStatsInode ? fs.StatsText() : fs.StatsJson());
     fi->fh = reinterpret_cast<uint64_t>(contents);
     fi->nonseekable = 0;
     fuse_reply_open(req, fi);
@@ -254,8 +254,7 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
   uint64_t start = NowNanos();
   fs.disk_io(index).Read(
       static_cast<uint64_t>(offset), size,
-      [req, start, &queue_stats](int64_t result,
-                                 absl::Span<const iovec> data) {
+      [req, start, &queue_stats](int64_t result, absl::Span<const iovec> data) {
         if (result < 0) {
           fuse_reply_err(req, static_cast<int>(-result));
         } else if (data.empty()) {
@@ -271,8 +270,8 @@ void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
              off_t offset, fuse_file_info*) {
   Filesystem& fs = Fs(req);
   if (ino == kStatsInode) {
-    absl::string_view command = absl::StripAsciiWhitespace(
-        absl::string_view(buf, size));
+    absl::string_view command =
+        absl::StripAsciiWhitespace(absl::string_view(buf, size));
     if (command != "reset") {
       fuse_reply_err(req, EINVAL);
       return;

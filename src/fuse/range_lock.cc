@@ -14,11 +14,10 @@ void RangeLock::Acquire(uint64_t first, uint64_t count,
   Range range{first, count};
   {
     std::lock_guard<std::mutex> lock(mu_);
-    bool blocked = OverlapsHeld(range) ||
-                   std::any_of(waiting_.begin(), waiting_.end(),
-                               [&](const Waiter& w) {
-                                 return w.range.Overlaps(range);
-                               });
+    bool blocked =
+        OverlapsHeld(range) ||
+        std::any_of(waiting_.begin(), waiting_.end(),
+                    [&](const Waiter& w) { return w.range.Overlaps(range); });
     if (blocked) {
       waiting_.push_back(Waiter{range, std::move(start)});
       return;
@@ -39,11 +38,10 @@ void RangeLock::Release(uint64_t first, uint64_t count) {
     // A waiter may start if it overlaps nothing held and no earlier waiter.
     std::vector<Range> earlier;
     for (auto w = waiting_.begin(); w != waiting_.end();) {
-      bool blocked = OverlapsHeld(w->range) ||
-                     std::any_of(earlier.begin(), earlier.end(),
-                                 [&](const Range& r) {
-                                   return r.Overlaps(w->range);
-                                 });
+      bool blocked =
+          OverlapsHeld(w->range) ||
+          std::any_of(earlier.begin(), earlier.end(),
+                      [&](const Range& r) { return r.Overlaps(w->range); });
       if (blocked) {
         earlier.push_back(w->range);
         ++w;

@@ -26,8 +26,7 @@ class RangeLock {
     uint64_t first;
     uint64_t count;
     bool Overlaps(const Range& other) const {
-      return first < other.first + other.count &&
-             other.first < first + count;
+      return first < other.first + other.count && other.first < first + count;
     }
   };
   struct Waiter {

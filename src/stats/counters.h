@@ -29,10 +29,12 @@ enum class CounterKind {
   X(sectors_written, kCount, "512-byte sectors written by ring requests")      \
   X(segments, kCount, "data segments carried by ring requests")                \
   X(splits, kCount, "extra ring requests made by splitting large requests")    \
-  X(ring_full, kCount, "requests that waited because the ring or pool was full") \
+  X(ring_full, kCount,                                                         \
+    "requests that waited because the ring or pool was full")                  \
   X(inflight, kGauge, "ring requests pushed and not yet answered")             \
   X(inflight_max, kMax, "highest inflight seen")                               \
-  X(engine_inflight_max, kMax, "highest number of I/Os in flight at the engine") \
+  X(engine_inflight_max, kMax,                                                 \
+    "highest number of I/Os in flight at the engine")                          \
   X(kicks_sent, kCount, "frontend-to-backend notifications sent")              \
   X(kicks_suppressed, kCount, "request pushes that needed no notification")    \
   X(irqs_sent, kCount, "backend-to-frontend notifications sent")               \

@@ -33,8 +33,8 @@ class alignas(64) QueueStats {
   void RaiseMax(Counter c, uint64_t value) {
     auto& slot = values_[Index(c)];
     uint64_t seen = slot.load(std::memory_order_relaxed);
-    while (value > seen &&
-           !slot.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+    while (value > seen && !slot.compare_exchange_weak(
+                               seen, value, std::memory_order_relaxed)) {
     }
   }
   // Latency of one FUSE request, from its arrival to its reply.

@@ -49,10 +49,18 @@ std::string JsonString(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           absl::StrAppend(&out, "\\u00", absl::Hex(c, absl::kZeroPad2));
@@ -85,8 +93,8 @@ std::string RenderText(const std::vector<DiskReport>& disks) {
     for (const auto& [key, value] : disk.config) {
       config.push_back(absl::StrCat(key, "=", value));
     }
-    absl::StrAppend(&out, "# disk ", disk.name, ": ", absl::StrJoin(config, " "),
-                    "\n");
+    absl::StrAppend(&out, "# disk ", disk.name, ": ",
+                    absl::StrJoin(config, " "), "\n");
 
     // Rows as text first, so every column can be as wide as its widest cell.
     std::vector<std::vector<std::string>> rows;
@@ -133,9 +141,9 @@ std::string RenderJson(const std::vector<DiskReport>& disks) {
   for (const DiskReport& disk : disks) {
     std::vector<std::string> config;
     for (const auto& [key, value] : disk.config) {
-      config.push_back(absl::StrCat(JsonString(key), ": ",
-                                    IsWholeNumber(value) ? value
-                                                         : JsonString(value)));
+      config.push_back(
+          absl::StrCat(JsonString(key), ": ",
+                       IsWholeNumber(value) ? value : JsonString(value)));
     }
     std::vector<std::string> queues;
     for (size_t q = 0; q < disk.queues.size(); ++q) {
@@ -143,11 +151,11 @@ std::string RenderJson(const std::vector<DiskReport>& disks) {
                                     JsonCounters(disk.queues[q]), "}"));
     }
     QueueSnapshot total = Total(disk.queues.data(), disk.queues.size());
-    disk_json.push_back(absl::StrCat(
-        "{\"name\": ", JsonString(disk.name), ", \"config\": {",
-        absl::StrJoin(config, ", "), "}, \"queues\": [",
-        absl::StrJoin(queues, ", "), "], \"total\": {", JsonCounters(total),
-        "}}"));
+    disk_json.push_back(
+        absl::StrCat("{\"name\": ", JsonString(disk.name), ", \"config\": {",
+                     absl::StrJoin(config, ", "), "}, \"queues\": [",
+                     absl::StrJoin(queues, ", "), "], \"total\": {",
+                     JsonCounters(total), "}}"));
   }
   return absl::StrCat("{\"disks\": [", absl::StrJoin(disk_json, ", "), "]}\n");
 }

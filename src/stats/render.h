@@ -26,7 +26,8 @@ struct DiskReport {
 // lat_us_p99.
 std::string RenderText(const std::vector<DiskReport>& disks);
 
-// {"disks": [{"name": ..., "config": {...}, "queues": [{"queue": 0, <counters>},
+// {"disks": [{"name": ..., "config": {...}, "queues": [{"queue": 0,
+// <counters>},
 // ...], "total": {<counters>}}]} with the same names as the table.
 std::string RenderJson(const std::vector<DiskReport>& disks);
 

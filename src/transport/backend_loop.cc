@@ -2,8 +2,8 @@
 
 #include <cerrno>
 
-#include "base/thread.h"
 #include "base/log.h"
+#include "base/thread.h"
 
 namespace pvdisk::transport {
 namespace {
@@ -14,11 +14,16 @@ constexpr uint64_t kKickTag = 0;
 
 io::IoOp ToIoOp(BlockOp op) {
   switch (op) {
-    case BlockOp::kRead: return io::IoOp::kRead;
-    case BlockOp::kWrite: return io::IoOp::kWrite;
-    case BlockOp::kFlush: return io::IoOp::kFlush;
-    case BlockOp::kDiscard: return io::IoOp::kDiscard;
-    case BlockOp::kWriteZeroes: return io::IoOp::kWriteZeroes;
+    case BlockOp::kRead:
+      return io::IoOp::kRead;
+    case BlockOp::kWrite:
+      return io::IoOp::kWrite;
+    case BlockOp::kFlush:
+      return io::IoOp::kFlush;
+    case BlockOp::kDiscard:
+      return io::IoOp::kDiscard;
+    case BlockOp::kWriteZeroes:
+      return io::IoOp::kWriteZeroes;
   }
   return io::IoOp::kRead;
 }

@@ -126,7 +126,7 @@ void BlkifDeviceRing::PutResponse(const DeviceRequest& request, int result) {
   std::memset(&response, 0, sizeof(response));
   response.id = request.id;
   response.operation = request.wire_op;
-  response.status = result == 0              ? blkif::kRspOkay
+  response.status = result == 0             ? blkif::kRspOkay
                     : result == -EOPNOTSUPP ? blkif::kRspEopnotsupp
                                             : blkif::kRspError;
   std::memcpy(&slots_[rsp_prod_pvt_ & (size_ - 1)].rsp, &response,

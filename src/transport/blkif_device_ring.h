@@ -16,7 +16,7 @@ struct BlkifDeviceLimits {
   uint64_t disk_sectors = 0;  // requests must end at or before this sector
   uint32_t data_pages = 0;    // valid grefs are 0 .. data_pages - 1
   uint32_t max_segments = blkif::kMaxDirectSegments;
-  bool read_only = false;     // writes and discards are invalid
+  bool read_only = false;  // writes and discards are invalid
 };
 
 class BlkifDeviceRing final : public DeviceRing {

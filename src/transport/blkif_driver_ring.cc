@@ -10,11 +10,15 @@ namespace {
 
 uint8_t WireOp(BlockOp op) {
   switch (op) {
-    case BlockOp::kRead: return blkif::kOpRead;
-    case BlockOp::kWrite: return blkif::kOpWrite;
-    case BlockOp::kFlush: return blkif::kOpFlushDiskCache;
+    case BlockOp::kRead:
+      return blkif::kOpRead;
+    case BlockOp::kWrite:
+      return blkif::kOpWrite;
+    case BlockOp::kFlush:
+      return blkif::kOpFlushDiskCache;
     case BlockOp::kDiscard:
-    case BlockOp::kWriteZeroes: return blkif::kOpDiscard;
+    case BlockOp::kWriteZeroes:
+      return blkif::kOpDiscard;
   }
   return blkif::kOpRead;
 }

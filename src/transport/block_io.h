@@ -54,10 +54,10 @@ class BlockIo {
   friend class FrontendQueue;
   // Bookkeeping owned by the queue while the BlockIo is in its care.
   struct QueueState {
-    uint32_t children = 0;    // ring requests this BlockIo needs
-    uint32_t dispatched = 0;  // of those, put on the ring so far
-    uint32_t answered = 0;    // of those, answered so far
-    int error = 0;            // first failure, as a negative errno
+    uint32_t children = 0;         // ring requests this BlockIo needs
+    uint32_t dispatched = 0;       // of those, put on the ring so far
+    uint32_t answered = 0;         // of those, answered so far
+    int error = 0;                 // first failure, as a negative errno
     std::vector<uint32_t> chunks;  // kRead: the data chunk of each child
     // kWrite data not yet on the ring, copied while the ring was full.
     std::unique_ptr<uint8_t[]> staged_data;

@@ -37,9 +37,10 @@ void FrontendQueue::Submit(BlockIo* io) {
   state = BlockIo::QueueState{};
   bool is_data = io->op == BlockOp::kRead || io->op == BlockOp::kWrite;
   state.children =
-      is_data ? static_cast<uint32_t>((io->num_sectors + sectors_per_chunk_ - 1) /
-                                      sectors_per_chunk_)
-              : 1;
+      is_data
+          ? static_cast<uint32_t>((io->num_sectors + sectors_per_chunk_ - 1) /
+                                  sectors_per_chunk_)
+          : 1;
   if (io->op == BlockOp::kRead) {
     if (state.children > pool_.chunk_count()) {
       io->Complete(-EINVAL, {});
@@ -89,8 +90,8 @@ bool FrontendQueue::DispatchChildren(BlockIo* io) {
       std::optional<uint32_t> chunk = pool_.Allocate();
       if (!chunk) return false;
       uint64_t first = uint64_t{state.dispatched} * sectors_per_chunk_;
-      uint64_t count = std::min<uint64_t>(sectors_per_chunk_,
-                                          io->num_sectors - first);
+      uint64_t count =
+          std::min<uint64_t>(sectors_per_chunk_, io->num_sectors - first);
       uint32_t page = pool_.FirstPage(*chunk);
       uint8_t* memory = data_ + size_t{page} * blkif::kPageSize;
       if (io->op == BlockOp::kWrite) {
@@ -215,9 +216,9 @@ void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
       for (uint32_t chunk : chunks) {
         uint64_t count = std::min<uint64_t>(sectors_per_chunk_, remaining);
         remaining -= count;
-        pieces.push_back(DataPiece{
-            data_ + size_t{pool_.FirstPage(chunk)} * blkif::kPageSize,
-            count * kSectorSize});
+        pieces.push_back(
+            DataPiece{data_ + size_t{pool_.FirstPage(chunk)} * blkif::kPageSize,
+                      count * kSectorSize});
       }
     }
     io->Complete(result, pieces);

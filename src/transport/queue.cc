@@ -14,10 +14,10 @@ namespace pvdisk::transport {
 absl::Status ValidateQueueOptions(const QueueOptions& options) {
   if (!std::has_single_bit(options.ring_size) ||
       options.ring_size < kMinRingSize || options.ring_size > kMaxRingSize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--ring-size ", options.ring_size,
-        " is not allowed: use a power of two from ", kMinRingSize, " to ",
-        kMaxRingSize));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ring-size ", options.ring_size,
+                     " is not allowed: use a power of two from ", kMinRingSize,
+                     " to ", kMaxRingSize));
   }
   if (options.max_segments < 1 ||
       options.max_segments > static_cast<uint32_t>(blkif::kMaxDirectSegments)) {
@@ -55,7 +55,8 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
   uint8_t* front = queue->front_mapping_->base();
   uint8_t* back = queue->back_mapping_->base();
   // The driver ring initialises the shared header, so it comes first.
-  auto driver_ring = std::make_unique<BlkifDriverRing>(front, options.ring_size);
+  auto driver_ring =
+      std::make_unique<BlkifDriverRing>(front, options.ring_size);
   BlkifDeviceLimits limits;
   limits.disk_sectors = options.disk_sectors;
   limits.data_pages = data_pages;

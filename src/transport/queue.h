@@ -27,9 +27,9 @@ inline constexpr uint32_t kDefaultRingSize = 256;
 inline constexpr uint64_t kMaxBlockIoSectors = (1 << 20) / 512 + 8;
 
 struct QueueOptions {
-  std::string name;           // for the memfd, e.g. "pvdisk-disk0.img-q0"
+  std::string name;  // for the memfd, e.g. "pvdisk-disk0.img-q0"
   uint32_t ring_size = kDefaultRingSize;  // slots; power of two, 32..4096
-  uint32_t max_segments = 11;  // pages per ring request
+  uint32_t max_segments = 11;             // pages per ring request
   uint64_t disk_sectors = 0;
   bool read_only = false;
 };

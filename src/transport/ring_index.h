@@ -21,7 +21,8 @@ constexpr bool NeedsNotify(RingIdx old_prod, RingIdx new_prod, RingIdx event) {
 }
 
 // Requests the back end may take now: those published and not consumed, but
-// never more than it has free response slots for (RING_HAS_UNCONSUMED_REQUESTS).
+// never more than it has free response slots for
+// (RING_HAS_UNCONSUMED_REQUESTS).
 constexpr RingIdx UnconsumedRequests(RingIdx req_prod, RingIdx req_cons,
                                      RingIdx rsp_prod_pvt, RingIdx size) {
   RingIdx published = req_prod - req_cons;

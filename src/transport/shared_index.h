@@ -19,6 +19,8 @@ inline void StoreRelease(uint32_t& shared, uint32_t value) {
 }
 // The full barrier between publishing an index and reading the peer's event
 // index (store->load ordering; a release store alone does not give it).
-inline void FullBarrier() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void FullBarrier() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 
 }  // namespace pvdisk::transport

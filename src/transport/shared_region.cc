@@ -15,15 +15,16 @@ RegionMapping::~RegionMapping() { munmap(base_, size_); }
 absl::StatusOr<std::unique_ptr<SharedRegion>> SharedRegion::Create(
     const std::string& name, size_t size) {
   if (size == 0 || size % 4096 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shared region size ", size, " is not a multiple of 4096"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shared region size ", size, " is not a multiple of 4096"));
   }
   int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (fd < 0) return ErrnoError(errno, "memfd_create");
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
     int error = errno;
     close(fd);
-    return ErrnoError(error, absl::StrCat("ftruncate of shared region to ", size));
+    return ErrnoError(error,
+                      absl::StrCat("ftruncate of shared region to ", size));
   }
   return std::unique_ptr<SharedRegion>(new SharedRegion(fd, size));
 }
