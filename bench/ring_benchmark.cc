@@ -21,6 +21,7 @@ struct Rings {
   std::unique_ptr<SharedRegion> region;
   std::unique_ptr<RegionMapping> front;
   std::unique_ptr<RegionMapping> back;
+  std::unique_ptr<GrantMapper> grants;
   std::unique_ptr<BlkifDriverRing> driver;
   std::unique_ptr<BlkifDeviceRing> device;
 };
@@ -32,12 +33,17 @@ Rings MakeRings() {
       *SharedRegion::Create("bench", ring_bytes + size_t{kDataPages} * 4096);
   r.front = *r.region->Map();
   r.back = *r.region->Map();
-  r.driver = std::make_unique<BlkifDriverRing>(r.front->base(), kSlots);
+  size_t data_offset = blkif::RingBytes(kSlots);
+  r.driver = std::make_unique<BlkifDriverRing>(
+      r.front->base(), kSlots, r.front->base() + data_offset,
+      NotifyMode::kEventIdx);
+  r.grants = NewPersistentGrants(r.back->base() + data_offset);
   BlkifDeviceLimits limits;
   limits.disk_sectors = uint64_t{1} << 30;
   limits.data_pages = kDataPages;
-  r.device = std::make_unique<BlkifDeviceRing>(
-      r.back->base(), kSlots, r.back->base() + ring_bytes, limits);
+  r.device = std::make_unique<BlkifDeviceRing>(r.back->base(), kSlots,
+                                               r.grants.get(), limits,
+                                               NotifyMode::kEventIdx);
   return r;
 }
 

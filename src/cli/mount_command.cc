@@ -27,10 +27,13 @@
 #include "fuse/filesystem.h"
 #include "io/engine_factory.h"
 #include "io/image_file.h"
-#include "transport/queue.h"
+#include "base/status_macros.h"
+#include "transport/transport.h"
 
 namespace pvdisk::cli {
 namespace {
+
+constexpr uint32_t kDefaultQueues = 2;
 
 struct MountConfig {
   std::string mountpoint;             // absolute
@@ -50,6 +53,31 @@ const std::vector<FlagSpec>& MountFlags() {
                     transport::kMinRingSize, " to ", transport::kMaxRingSize)},
       {"engine", true, false, "uring|sync|null", "uring",
        "how the backend does I/O: io_uring, pread/pwrite, or no I/O at all"},
+      {"queues", true, false, "N", absl::StrCat(kDefaultQueues),
+       absl::StrCat("queues per disk, each with its own ring, data pages, "
+                    "notifications and stats row: 1 to ",
+                    transport::kMaxQueues)},
+      {"queue-map", true, false, "offset|thread|round-robin", "offset",
+       "which queue a request goes to: by 1 MiB stripe of the disk, by "
+       "submitting thread, or the next queue each time"},
+      {"backend-threads", true, false, "M", "1",
+       "backend threads per disk, each serving queues q with q % M == its "
+       "index through one io_uring"},
+      {"max-segments", true, false, "S",
+       absl::StrCat(transport::kDefaultSegments),
+       absl::StrCat("4 KiB pages per ring request: 11 = direct requests only, "
+                    "up to ", transport::kMaxSegments,
+                    " with indirect segment pages")},
+      {"persistent", true, false, "on|off", "on",
+       "persistent grants: data pages mapped and registered with io_uring "
+       "once (on), or mapped and unmapped for every request (off)"},
+      {"notify", true, false, "event-idx|always", "event-idx",
+       "notify the peer only when it asked (event index), or on every push"},
+      {"poll-us", true, false, "U", "0",
+       "backend spins up to U microseconds for new work before sleeping"},
+      {"engine-max-inflight", true, false, "K", "none",
+       "cap the I/Os in flight at each backend's engine (e.g. 128, the old "
+       "linux-aio limit)"},
       {"foreground", false, false, "", "",
        "serve in this process until unmounted or interrupted"},
       {"help", false, false, "", "", "show this help"},
@@ -152,18 +180,53 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
     config->names.push_back(name);
   }
 
-  absl::StatusOr<uint64_t> ring_size = ParseNumber(
-      "ring-size",
-      parsed.Get("ring-size", absl::StrCat(transport::kDefaultRingSize)),
-      transport::kMinRingSize, transport::kMaxRingSize);
-  if (!ring_size.ok()) return ring_size.status();
-  config->options.ring_size = static_cast<uint32_t>(*ring_size);
-  transport::QueueOptions queue_options;
-  queue_options.ring_size = config->options.ring_size;
-  if (absl::Status valid = transport::ValidateQueueOptions(queue_options);
-      !valid.ok()) {
-    return valid;
+  transport::TransportOptions& transport = config->options.transport;
+  auto number = [&](const char* flag, uint64_t fallback, uint64_t min,
+                    uint64_t max) {
+    return ParseNumber(flag, parsed.Get(flag, absl::StrCat(fallback)), min,
+                       max);
+  };
+  PVDISK_ASSIGN_OR_RETURN(
+      uint64_t ring_size,
+      number("ring-size", transport::kDefaultRingSize,
+             transport::kMinRingSize, transport::kMaxRingSize));
+  transport.queue.ring_size = static_cast<uint32_t>(ring_size);
+  PVDISK_ASSIGN_OR_RETURN(
+      uint64_t max_segments,
+      number("max-segments", transport::kDefaultSegments,
+             transport::kMinSegments, transport::kMaxSegments));
+  transport.queue.max_segments = static_cast<uint32_t>(max_segments);
+  PVDISK_ASSIGN_OR_RETURN(
+      uint64_t queues, number("queues", kDefaultQueues, 1, transport::kMaxQueues));
+  transport.queues = static_cast<uint32_t>(queues);
+  PVDISK_ASSIGN_OR_RETURN(uint64_t threads,
+                          number("backend-threads", 1, 1, transport.queues));
+  transport.backend_threads = static_cast<uint32_t>(threads);
+  PVDISK_ASSIGN_OR_RETURN(transport.queue_map,
+                          transport::ParseQueueMap(std::string_view(
+                              parsed.Get("queue-map", "offset"))));
+  PVDISK_ASSIGN_OR_RETURN(uint64_t poll_us,
+                          number("poll-us", 0, 0, 1000000));
+  transport.backend.poll_us = static_cast<uint32_t>(poll_us);
+  if (parsed.Has("engine-max-inflight")) {
+    PVDISK_ASSIGN_OR_RETURN(
+        uint64_t cap, number("engine-max-inflight", 0, 1, 1u << 20));
+    transport.backend.engine_max_inflight = static_cast<uint32_t>(cap);
   }
+  std::string persistent = parsed.Get("persistent", "on");
+  if (persistent != "on" && persistent != "off") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--persistent '", persistent, "' is not allowed: use on or off"));
+  }
+  transport.queue.persistent = persistent == "on";
+  std::string notify = parsed.Get("notify", "event-idx");
+  if (notify != "event-idx" && notify != "always") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--notify '", notify, "' is not allowed: use event-idx or always"));
+  }
+  transport.queue.notify = notify == "always" ? transport::NotifyMode::kAlways
+                                              : transport::NotifyMode::kEventIdx;
+  PVDISK_RETURN_IF_ERROR(transport::ValidateTransportOptions(transport));
   absl::StatusOr<io::EngineKind> engine =
       io::ParseEngineKind(parsed.Get("engine", "uring"));
   if (!engine.ok()) return engine.status();

@@ -27,42 +27,39 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
         " bytes"));
   }
 
-  io::EngineOptions engine_options;
-  engine_options.kind = options.engine;
-  engine_options.depth = options.ring_size;
-  engine_options.fault = spec.fault;
-  PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<io::IoEngine> engine,
-                          io::CreateEngine(engine_options, *disk->image_));
-  disk->engine_mode_ = std::string(engine->mode());
-
-  transport::QueueOptions queue_options;
-  queue_options.name = absl::StrCat("pvdisk-", name, "-q0");
-  queue_options.ring_size = options.ring_size;
-  queue_options.disk_sectors = disk->image_->size_sectors();
-  queue_options.read_only = spec.read_only;
+  transport::TransportOptions transport_options = options.transport;
+  transport_options.queue.name = absl::StrCat("pvdisk-", name);
+  transport_options.queue.disk_sectors = disk->image_->size_sectors();
+  transport_options.queue.read_only = spec.read_only;
+  const io::ImageFile& image = *disk->image_;
+  auto make_engine = [&](uint32_t depth) {
+    io::EngineOptions engine_options;
+    engine_options.kind = options.engine;
+    engine_options.depth = depth;
+    engine_options.fault = spec.fault;
+    return io::CreateEngine(engine_options, image);
+  };
   PVDISK_ASSIGN_OR_RETURN(
-      std::unique_ptr<transport::Queue> queue,
-      transport::Queue::Create(queue_options, std::move(engine)));
-  disk->queues_.push_back(std::move(queue));
+      disk->transport_,
+      transport::Transport::Create(transport_options, make_engine));
   return disk;
 }
 
 Disk::~Disk() { Shutdown(); }
 
-void Disk::Start() {
-  for (auto& queue : queues_) queue->Start();
-}
+void Disk::Start() { transport_->Start(); }
 
 void Disk::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  for (auto& queue : queues_) queue->Shutdown();
+  transport_->Shutdown();
   if (!image_->read_only() && fdatasync(image_->fd()) != 0) {
     LogInfo("fdatasync of %s failed: %s", image_->path(), strerror(errno));
   }
 }
 
 stats::DiskReport Disk::Report() const {
+  const transport::TransportOptions& t = transport_->options();
   stats::DiskReport report;
   report.name = name_;
   report.config = {
@@ -70,21 +67,36 @@ stats::DiskReport Disk::Report() const {
       {"size", absl::StrCat(image_->size_bytes())},
       {"read_only", image_->read_only() ? "yes" : "no"},
       {"frontend", "blkif"},
-      {"queues", absl::StrCat(queues_.size())},
-      {"ring_size", absl::StrCat(options_.ring_size)},
-      {"max_segments", "11"},
-      {"notify", "event-idx"},
+      {"queues", absl::StrCat(t.queues)},
+      {"queue_map", std::string(transport::QueueMapName(t.queue_map))},
+      {"backend_threads", absl::StrCat(t.backend_threads)},
+      {"ring_size", absl::StrCat(t.queue.ring_size)},
+      {"ring_pages", absl::StrCat(transport_->queue(0).ring_pages())},
+      {"max_segments", absl::StrCat(t.queue.max_segments)},
+      {"pool_pages", absl::StrCat(transport_->queue(0).pool_pages())},
+      {"persistent", t.queue.persistent ? "on" : "off"},
+      {"notify", t.queue.notify == transport::NotifyMode::kEventIdx
+                     ? "event-idx"
+                     : "always"},
+      {"poll_us", absl::StrCat(t.backend.poll_us)},
       {"engine", std::string(io::EngineKindName(options_.engine))},
-      {"engine_mode", engine_mode_},
+      {"engine_max_inflight",
+       t.backend.engine_max_inflight == 0
+           ? std::string("none")
+           : absl::StrCat(t.backend.engine_max_inflight)},
+      {"engine_mode", std::string(transport_->engine_mode())},
+      {"fixed_buffers", transport_->uses_fixed_buffers() ? "yes" : "no"},
   };
-  for (const auto& queue : queues_) {
-    report.queues.push_back(queue->stats().Snapshot());
+  for (size_t q = 0; q < transport_->queue_count(); ++q) {
+    report.queues.push_back(transport_->queue(q).stats().Snapshot());
   }
   return report;
 }
 
 void Disk::ResetStats() {
-  for (auto& queue : queues_) queue->stats().Reset();
+  for (size_t q = 0; q < transport_->queue_count(); ++q) {
+    transport_->queue(q).stats().Reset();
+  }
 }
 
 }  // namespace pvdisk::fuse

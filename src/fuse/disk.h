@@ -12,7 +12,7 @@
 #include "io/engine_factory.h"
 #include "io/image_file.h"
 #include "stats/render.h"
-#include "transport/queue.h"
+#include "transport/transport.h"
 
 namespace pvdisk::fuse {
 
@@ -27,7 +27,10 @@ struct DiskSpec {
 // Settings shared by every disk of a mount.
 struct DiskOptions {
   io::EngineKind engine = io::EngineKind::kUring;
-  uint32_t ring_size = transport::kDefaultRingSize;
+  // Queues, rings, segments, notification and backend settings. The
+  // per-disk fields (queue.name, queue.disk_sectors, queue.read_only) are
+  // filled in by Disk::Open.
+  transport::TransportOptions transport;
 };
 
 class Disk {
@@ -49,9 +52,10 @@ class Disk {
   uint64_t size_bytes() const { return image_->size_bytes(); }
   bool read_only() const { return image_->read_only(); }
 
-  // The queue a request from the calling thread goes to. One queue per disk
-  // for now.
-  transport::Queue& QueueForCaller() { return *queues_[0]; }
+  // The queue for a request starting at `sector` (the --queue-map policy).
+  transport::Queue& QueueFor(uint64_t sector) {
+    return transport_->QueueFor(sector);
+  }
 
   stats::DiskReport Report() const;
   void ResetStats();
@@ -61,9 +65,8 @@ class Disk {
 
   std::string name_;
   DiskOptions options_;
-  std::string engine_mode_;
   std::unique_ptr<io::ImageFile> image_;
-  std::vector<std::unique_ptr<transport::Queue>> queues_;
+  std::unique_ptr<transport::Transport> transport_;
   bool shut_down_ = false;
 };
 

@@ -36,8 +36,8 @@ class CallbackIo final : public BlockIo {
   Callback callback_;
 };
 
-void Submit(Disk* disk, BlockIo* io) {
-  disk->QueueForCaller().frontend().Submit(io);
+void Submit(transport::Queue& queue, BlockIo* io) {
+  queue.frontend().Submit(io);
 }
 
 // Counts down the parts of one operation and reports once: the first error,
@@ -74,9 +74,11 @@ struct DiskIo::ReadModifyWrite {
   uint64_t length;  // bytes of new data
   std::unique_ptr<uint8_t[]> buffer;  // the whole sectors, new data in place
   Done done;
+  transport::Queue* queue;  // where all its parts go
 };
 
-void DiskIo::Read(uint64_t offset, uint64_t length, ReadDone done) {
+void DiskIo::Read(transport::Queue& queue, uint64_t offset, uint64_t length,
+                  ReadDone done) {
   uint64_t size = disk_->size_bytes();
   if (offset >= size || length == 0) {
     done(0, {});
@@ -86,7 +88,7 @@ void DiskIo::Read(uint64_t offset, uint64_t length, ReadDone done) {
   uint64_t first = offset / kSectorSize;
   uint64_t end = (offset + length + kSectorSize - 1) / kSectorSize;
   size_t skip = offset % kSectorSize;
-  Submit(disk_, new CallbackIo(
+  Submit(queue, new CallbackIo(
                     BlockOp::kRead, first, end - first,
                     [skip, length, done = std::move(done)](
                         int result, absl::Span<const DataPiece> pieces) {
@@ -116,7 +118,8 @@ void DiskIo::Read(uint64_t offset, uint64_t length, ReadDone done) {
                     }));
 }
 
-void DiskIo::SubmitWrite(uint64_t first_sector, uint64_t sectors,
+void DiskIo::SubmitWrite(transport::Queue& queue, uint64_t first_sector,
+                         uint64_t sectors,
                          const uint8_t* data, std::function<void(int)> done) {
   auto* io = new CallbackIo(
       BlockOp::kWrite, first_sector, sectors,
@@ -124,11 +127,11 @@ void DiskIo::SubmitWrite(uint64_t first_sector, uint64_t sectors,
         done(result);
       });
   io->write_data = data;
-  Submit(disk_, io);
+  Submit(queue, io);
 }
 
-void DiskIo::Write(uint64_t offset, const uint8_t* data, uint64_t length,
-                   Done done) {
+void DiskIo::Write(transport::Queue& queue, uint64_t offset,
+                   const uint8_t* data, uint64_t length, Done done) {
   uint64_t size = disk_->size_bytes();
   if (offset > size || length > size - offset) {
     done(-ENOSPC);
@@ -139,7 +142,7 @@ void DiskIo::Write(uint64_t offset, const uint8_t* data, uint64_t length,
     return;
   }
   if (offset % kSectorSize == 0 && length % kSectorSize == 0) {
-    SubmitWrite(offset / kSectorSize, length / kSectorSize, data,
+    SubmitWrite(queue, offset / kSectorSize, length / kSectorSize, data,
                 [length, done = std::move(done)](int result) {
                   done(result < 0 ? result : static_cast<int64_t>(length));
                 });
@@ -157,11 +160,13 @@ void DiskIo::Write(uint64_t offset, const uint8_t* data, uint64_t length,
   rmw->buffer = std::make_unique<uint8_t[]>(rmw->sectors * kSectorSize);
   std::memcpy(rmw->buffer.get() + rmw->head, data, length);
   rmw->done = std::move(done);
+  rmw->queue = &queue;
   rmw_lock_.Acquire(rmw->first_sector, rmw->sectors,
                     [this, rmw] { StartReadModifyWrite(rmw); });
 }
 
 void DiskIo::StartReadModifyWrite(ReadModifyWrite* rmw) {
+  transport::Queue& queue = *rmw->queue;
   // Only the first and the last sector hold old bytes that must survive.
   size_t tail_start = rmw->head + rmw->length;  // first old byte at the end
   size_t total = rmw->sectors * kSectorSize;
@@ -187,7 +192,7 @@ void DiskIo::StartReadModifyWrite(ReadModifyWrite* rmw) {
         WriteBack(rmw);
       });
   for (const Part& part : parts) {
-    Submit(disk_,
+    Submit(queue,
            new CallbackIo(BlockOp::kRead, part.sector, 1,
                           [rmw, joiner, part, tail_start, total](
                               int result, absl::Span<const DataPiece> pieces) {
@@ -211,7 +216,7 @@ void DiskIo::StartReadModifyWrite(ReadModifyWrite* rmw) {
 }
 
 void DiskIo::WriteBack(ReadModifyWrite* rmw) {
-  SubmitWrite(
+  SubmitWrite(*rmw->queue, 
       rmw->first_sector, rmw->sectors, rmw->buffer.get(),
       [this, rmw](int result) {
         rmw_lock_.Release(rmw->first_sector, rmw->sectors);
@@ -220,16 +225,16 @@ void DiskIo::WriteBack(ReadModifyWrite* rmw) {
       });
 }
 
-void DiskIo::Flush(Done done) {
-  Submit(disk_, new CallbackIo(BlockOp::kFlush, 0, 0,
+void DiskIo::Flush(transport::Queue& queue, Done done) {
+  Submit(queue, new CallbackIo(BlockOp::kFlush, 0, 0,
                                [done = std::move(done)](
                                    int result, absl::Span<const DataPiece>) {
                                  done(result);
                                }));
 }
 
-void DiskIo::Zero(uint64_t offset, uint64_t length, bool deallocate,
-                  Done done) {
+void DiskIo::Zero(transport::Queue& queue, uint64_t offset, uint64_t length,
+                  bool deallocate, Done done) {
   uint64_t size = disk_->size_bytes();
   if (offset >= size || length == 0) {
     done(0);
@@ -268,7 +273,7 @@ void DiskIo::Zero(uint64_t offset, uint64_t length, bool deallocate,
   auto* joiner = new Joiner(
       static_cast<int>(edges.size()) + (has_inner ? 1 : 0), 0, std::move(done));
   if (has_inner) {
-    Submit(disk_, new CallbackIo(
+    Submit(queue, new CallbackIo(
                       deallocate ? BlockOp::kDiscard : BlockOp::kWriteZeroes,
                       inner_first, inner_end - inner_first,
                       [joiner](int result, absl::Span<const DataPiece>) {
@@ -276,7 +281,7 @@ void DiskIo::Zero(uint64_t offset, uint64_t length, bool deallocate,
                       }));
   }
   for (const Edge& edge : edges) {
-    Write(edge.offset, kZeros, edge.length, [joiner](int64_t result) {
+    Write(queue, edge.offset, kZeros, edge.length, [joiner](int64_t result) {
       joiner->PartDone(result < 0 ? static_cast<int>(result) : 0);
     });
   }

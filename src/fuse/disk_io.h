@@ -33,15 +33,20 @@ class DiskIo {
   // `disk` must outlive this object.
   explicit DiskIo(Disk* disk) : disk_(disk) {}
 
-  void Read(uint64_t offset, uint64_t length, ReadDone done);
+  // Every operation goes, whole, to `queue` (one of the disk's queues, as
+  // chosen by the caller with Disk::QueueFor).
+  void Read(transport::Queue& queue, uint64_t offset, uint64_t length,
+            ReadDone done);
   // `data` is needed only until Write() returns.
-  void Write(uint64_t offset, const uint8_t* data, uint64_t length, Done done);
+  void Write(transport::Queue& queue, uint64_t offset, const uint8_t* data,
+             uint64_t length, Done done);
   // Makes completed writes durable. Reports 0 on success.
-  void Flush(Done done);
+  void Flush(transport::Queue& queue, Done done);
   // After it, [offset, offset + length) reads as zeros. `deallocate` punches
   // a hole; otherwise the space stays allocated. Parts of the range past the
   // end are ignored. Reports 0 on success.
-  void Zero(uint64_t offset, uint64_t length, bool deallocate, Done done);
+  void Zero(transport::Queue& queue, uint64_t offset, uint64_t length,
+            bool deallocate, Done done);
 
   Disk& disk() { return *disk_; }
 
@@ -49,7 +54,8 @@ class DiskIo {
   struct ReadModifyWrite;
   void StartReadModifyWrite(ReadModifyWrite* rmw);
   void WriteBack(ReadModifyWrite* rmw);
-  void SubmitWrite(uint64_t first_sector, uint64_t sectors, const uint8_t* data,
+  void SubmitWrite(transport::Queue& queue, uint64_t first_sector,
+                   uint64_t sectors, const uint8_t* data,
                    std::function<void(int)> done);
 
   Disk* disk_;

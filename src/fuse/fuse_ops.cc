@@ -249,11 +249,13 @@ void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
     fuse_reply_err(req, index < 0 ? ENOENT : EINVAL);
     return;
   }
-  stats::QueueStats& queue_stats = fs.disk(index).QueueForCaller().stats();
+  transport::Queue& queue =
+      fs.disk(index).QueueFor(static_cast<uint64_t>(offset) / 512);
+  stats::QueueStats& queue_stats = queue.stats();
   queue_stats.Add(Counter::fuse_reads);
   uint64_t start = NowNanos();
   fs.disk_io(index).Read(
-      static_cast<uint64_t>(offset), size,
+      queue, static_cast<uint64_t>(offset), size,
       [req, start, &queue_stats](int64_t result, absl::Span<const iovec> data) {
         if (result < 0) {
           fuse_reply_err(req, static_cast<int>(-result));
@@ -285,11 +287,14 @@ void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
     fuse_reply_err(req, index < 0 ? EACCES : EINVAL);
     return;
   }
-  stats::QueueStats& queue_stats = fs.disk(index).QueueForCaller().stats();
+  transport::Queue& queue =
+      fs.disk(index).QueueFor(static_cast<uint64_t>(offset) / 512);
+  stats::QueueStats& queue_stats = queue.stats();
   queue_stats.Add(Counter::fuse_writes);
   uint64_t start = NowNanos();
   fs.disk_io(index).Write(
-      static_cast<uint64_t>(offset), reinterpret_cast<const uint8_t*>(buf),
+      queue, static_cast<uint64_t>(offset),
+      reinterpret_cast<const uint8_t*>(buf),
       size, [req, start, &queue_stats](int64_t result) {
         if (result < 0) {
           fuse_reply_err(req, static_cast<int>(-result));
@@ -312,7 +317,7 @@ void OnFsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
     fuse_reply_err(req, 0);  // nothing to make durable
     return;
   }
-  fs.disk_io(index).Flush([req](int64_t result) {
+  fs.disk_io(index).Flush(fs.disk(index).QueueFor(0), [req](int64_t result) {
     fuse_reply_err(req, result < 0 ? static_cast<int>(-result) : 0);
   });
 }
@@ -354,10 +359,12 @@ void OnFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
         fuse_reply_err(req, EINVAL);  // the kernel's rule for regular files
         return;
       }
-      fs.disk_io(index).Zero(offset, length, /*deallocate=*/true, reply);
+      fs.disk_io(index).Zero(fs.disk(index).QueueFor(offset / 512), offset,
+                             length, /*deallocate=*/true, reply);
       return;
     case FALLOC_FL_ZERO_RANGE:
-      fs.disk_io(index).Zero(offset, length, /*deallocate=*/false, reply);
+      fs.disk_io(index).Zero(fs.disk(index).QueueFor(offset / 512), offset,
+                             length, /*deallocate=*/false, reply);
       return;
     default:
       fuse_reply_err(req, EOPNOTSUPP);

@@ -60,6 +60,12 @@ class FaultEngine final : public IoEngine {
   uint32_t inflight() const override {
     return inner_->inflight() + static_cast<uint32_t>(faults_.size());
   }
+  void OfferBuffers(std::vector<iovec> buffers) override {
+    inner_->OfferBuffers(std::move(buffers));
+  }
+  bool uses_fixed_buffers() const override {
+    return inner_->uses_fixed_buffers();
+  }
 
  private:
   bool Overlaps(const IoRequest& request) const {

@@ -33,6 +33,10 @@ struct IoRequest {
   const iovec* iov = nullptr;
   int iov_count = 0;
   uint64_t tag = 0;  // returned unchanged in the completion
+  // kRead/kWrite with iov_count == 1: the index of a buffer registered with
+  // RegisterBuffers() that contains iov[0], or -1. Engines that can use it
+  // (uring: READ_FIXED / WRITE_FIXED) save pinning the pages per request.
+  int buffer_index = -1;
 };
 
 struct IoCompletion {
@@ -74,6 +78,16 @@ class IoEngine {
 
   // Requests accepted by Queue() whose completion Run() has not returned yet.
   virtual uint32_t inflight() const = 0;
+
+  // Offers memory that requests will use, so that an engine can register it
+  // once (io_uring fixed buffers) instead of per request. Buffer i is what
+  // IoRequest::buffer_index == i refers to. Optional: the default ignores
+  // it, and a failed registration only means requests go the ordinary way.
+  // Call before the first Queue()/Run().
+  virtual void OfferBuffers(std::vector<iovec> buffers) { (void)buffers; }
+
+  // Whether offered buffers are in use (registered). Any thread may ask.
+  virtual bool uses_fixed_buffers() const { return false; }
 };
 
 }  // namespace pvdisk::io

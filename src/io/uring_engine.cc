@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdint>
@@ -64,6 +65,7 @@ struct Slot {
   bool use_cursor = false;  // after a short transfer: submit from `cursor`
   IovCursor cursor;
   int fallocate_mode = 0;
+  int buffer_index = -1;  // registered buffer holding iov[0], or -1
 };
 
 // An eventfd read kept armed. Heap-allocated one by one: the kernel writes
@@ -103,6 +105,12 @@ class UringEngine final : public IoEngine {
   absl::Status WatchWakeFd(int fd, uint64_t tag) override;
   int Run(bool wait, std::vector<IoCompletion>& out) override;
   uint32_t inflight() const override { return inflight_; }
+  void OfferBuffers(std::vector<iovec> buffers) override {
+    offered_buffers_ = std::move(buffers);
+  }
+  bool uses_fixed_buffers() const override {
+    return fixed_buffers_.load(std::memory_order_relaxed);
+  }
 
  private:
   // Sets up the ring on first use. Returns 0 or a negative errno (remembered:
@@ -134,6 +142,8 @@ class UringEngine final : public IoEngine {
   bool ring_ready_ = false;
   int ring_error_ = 0;
   bool fixed_file_ = false;  // image registered as fixed file 0
+  std::vector<iovec> offered_buffers_;
+  std::atomic<bool> fixed_buffers_{false};  // offered_buffers_ registered
   bool zero_range_unsupported_ = false;
   bool shutting_down_ = false;
 
@@ -174,6 +184,16 @@ int UringEngine::EnsureRing() {
   // A fixed file saves a file-table lookup and reference per request. Not
   // essential: without it requests name the plain descriptor.
   fixed_file_ = io_uring_register_files(&ring_, &image_fd_, 1) == 0;
+  // Fixed buffers pin the pages once, instead of once per request. Also not
+  // essential: if the kernel refuses (memlock limit, too large), requests
+  // use ordinary reads and writes.
+  if (!offered_buffers_.empty()) {
+    fixed_buffers_.store(
+        io_uring_register_buffers(
+            &ring_, offered_buffers_.data(),
+            static_cast<unsigned>(offered_buffers_.size())) == 0,
+        std::memory_order_relaxed);
+  }
   reaped_.reserve(params.cq_entries);
   return 0;
 }
@@ -201,7 +221,15 @@ int UringEngine::PrepSlot(uint32_t index) {
       if (count == 1) {
         const auto bytes = static_cast<unsigned>(
             std::min<uint64_t>(iov[0].iov_len, kMaxSingleTransfer));
-        if (slot.op == IoOp::kRead) {
+        const bool fixed = slot.buffer_index >= 0 && !slot.use_cursor &&
+                           fixed_buffers_.load(std::memory_order_relaxed);
+        if (fixed && slot.op == IoOp::kRead) {
+          io_uring_prep_read_fixed(sqe, fd, iov[0].iov_base, bytes, offset,
+                                   slot.buffer_index);
+        } else if (fixed) {
+          io_uring_prep_write_fixed(sqe, fd, iov[0].iov_base, bytes, offset,
+                                    slot.buffer_index);
+        } else if (slot.op == IoOp::kRead) {
           io_uring_prep_read(sqe, fd, iov[0].iov_base, bytes, offset);
         } else {
           io_uring_prep_write(sqe, fd, iov[0].iov_base, bytes, offset);
@@ -244,6 +272,12 @@ int UringEngine::Queue(const IoRequest& request) {
   slot.iov = request.iov;
   slot.iov_count = request.iov_count;
   slot.use_cursor = false;
+  slot.buffer_index =
+      offered_buffers_.empty() || request.buffer_index < 0 ||
+              static_cast<size_t>(request.buffer_index) >=
+                  offered_buffers_.size()
+          ? -1
+          : request.buffer_index;
   slot.fallocate_mode =
       request.op == IoOp::kWriteZeroes && !zero_range_unsupported_ ? kZeroRange
                                                                    : kPunchHole;

@@ -28,6 +28,8 @@ enum class CounterKind {
   X(sectors_read, kCount, "512-byte sectors read by ring requests")            \
   X(sectors_written, kCount, "512-byte sectors written by ring requests")      \
   X(segments, kCount, "data segments carried by ring requests")                \
+  X(indirect_reqs, kCount,                                                     \
+    "ring requests whose segments were in indirect pages")                     \
   X(splits, kCount, "extra ring requests made by splitting large requests")    \
   X(ring_full, kCount,                                                         \
     "requests that waited because the ring or pool was full")                  \
@@ -40,6 +42,11 @@ enum class CounterKind {
   X(irqs_sent, kCount, "backend-to-frontend notifications sent")               \
   X(irqs_suppressed, kCount, "response pushes that needed no notification")    \
   X(final_check_again, kCount, "final checks before sleeping that found work") \
+  X(polls_hit, kCount,                                                         \
+    "backend polls (--poll-us) that found work before sleeping")               \
+  X(grant_maps, kCount, "data pages mapped per request (--persistent off)")    \
+  X(grant_unmaps, kCount,                                                      \
+    "data pages unmapped per request (--persistent off)")                      \
   X(errors, kCount, "ring requests that failed with an I/O error")             \
   X(invalid_reqs, kCount, "ring requests rejected by validation")
 

@@ -1,6 +1,7 @@
 #include "transport/backend_loop.h"
 
 #include <cerrno>
+#include <chrono>
 
 #include "base/log.h"
 #include "base/thread.h"
@@ -10,20 +11,16 @@ namespace {
 
 using stats::Counter;
 
-constexpr uint64_t kKickTag = 0;
+constexpr size_t kPageSize = 4096;
+constexpr size_t kSectorBytes = 512;
 
 io::IoOp ToIoOp(BlockOp op) {
   switch (op) {
-    case BlockOp::kRead:
-      return io::IoOp::kRead;
-    case BlockOp::kWrite:
-      return io::IoOp::kWrite;
-    case BlockOp::kFlush:
-      return io::IoOp::kFlush;
-    case BlockOp::kDiscard:
-      return io::IoOp::kDiscard;
-    case BlockOp::kWriteZeroes:
-      return io::IoOp::kWriteZeroes;
+    case BlockOp::kRead: return io::IoOp::kRead;
+    case BlockOp::kWrite: return io::IoOp::kWrite;
+    case BlockOp::kFlush: return io::IoOp::kFlush;
+    case BlockOp::kDiscard: return io::IoOp::kDiscard;
+    case BlockOp::kWriteZeroes: return io::IoOp::kWriteZeroes;
   }
   return io::IoOp::kRead;
 }
@@ -46,23 +43,29 @@ void CountRequest(stats::QueueStats* stats, const DeviceRequest& request) {
       stats->Add(Counter::reqs_discard);
       break;
   }
-  stats->Add(Counter::segments, request.segment_count);
+  stats->Add(Counter::segments, request.segments.size());
+  if (request.indirect) stats->Add(Counter::indirect_reqs);
+}
+
+uint64_t Tag(uint32_t queue, uint32_t slot) {
+  return (uint64_t{queue} << 32) | slot;
 }
 
 }  // namespace
 
-BackendLoop::BackendLoop(std::unique_ptr<DeviceRing> ring,
+BackendLoop::BackendLoop(std::vector<BackendQueue> queues,
                          std::unique_ptr<io::IoEngine> engine,
-                         uint32_t max_inflight, EventFd* kick, EventFd* irq,
-                         stats::QueueStats* stats)
-    : ring_(std::move(ring)),
-      engine_(std::move(engine)),
-      kick_(kick),
-      irq_(irq),
-      stats_(stats),
-      slots_(max_inflight) {
-  free_slots_.reserve(max_inflight);
-  for (uint32_t s = max_inflight; s > 0; --s) free_slots_.push_back(s - 1);
+                         const BackendOptions& options)
+    : engine_(std::move(engine)), options_(options) {
+  for (const BackendQueue& queue : queues) {
+    QueueState state;
+    state.queue = queue;
+    state.slots.resize(queue.ring_slots);
+    for (uint32_t s = queue.ring_slots; s > 0; --s) {
+      state.free_slots.push_back(s - 1);
+    }
+    queues_.push_back(std::move(state));
+  }
 }
 
 BackendLoop::~BackendLoop() { Stop(); }
@@ -74,90 +77,195 @@ void BackendLoop::Start() {
 void BackendLoop::Stop() {
   if (!thread_.joinable()) return;
   stop_.store(true, std::memory_order_release);
-  kick_->Signal();
+  queues_[0].queue.kick->Signal();
   thread_.join();
 }
 
-bool BackendLoop::TakeRequests() {
-  while (!free_slots_.empty()) {
-    uint32_t slot = free_slots_.back();
-    DeviceRequest& request = slots_[slot];
-    TakeResult taken = ring_->TakeRequest(&request);
-    switch (taken) {
-      case TakeResult::kNone:
-        return true;
-      case TakeResult::kRingBroken:
-        stats_->Add(Counter::invalid_reqs);
-        return false;
-      case TakeResult::kInvalid:
-        stats_->Add(Counter::invalid_reqs);
-        ring_->PutResponse(request, -EINVAL);
-        continue;
-      case TakeResult::kUnsupported:
-        ring_->PutResponse(request, -EOPNOTSUPP);
-        continue;
-      case TakeResult::kValid:
-        break;
-    }
-    free_slots_.pop_back();
-    CountRequest(stats_, request);
-    io::IoRequest io_request;
-    io_request.op = ToIoOp(request.op);
-    io_request.offset = request.sector * kSectorSize;
-    io_request.length = request.num_sectors * kSectorSize;
-    io_request.iov = request.iov.data();
-    io_request.iov_count = static_cast<int>(request.iov.size());
-    io_request.tag = slot;
-    int queued = engine_->Queue(io_request);
-    if (queued < 0) {
-      Answer(slot, queued);
-    } else {
-      stats_->RaiseMax(Counter::engine_inflight_max, engine_->inflight());
-    }
+bool BackendLoop::AtCap() const {
+  return options_.engine_max_inflight != 0 &&
+         engine_->inflight() >= options_.engine_max_inflight;
+}
+
+bool BackendLoop::AllIdle() const {
+  for (const QueueState& state : queues_) {
+    if (state.free_slots.size() != state.slots.size()) return false;
   }
   return true;
 }
 
-void BackendLoop::Answer(uint32_t slot, int result) {
-  if (result < 0) stats_->Add(Counter::errors);
-  ring_->PutResponse(slots_[slot], result < 0 ? result : 0);
-  free_slots_.push_back(slot);
+int BackendLoop::MapSlot(QueueState& state, Slot& slot) {
+  const std::vector<DataSegment>& segments = slot.request.segments;
+  slot.iov.clear();
+  slot.mappings.clear();
+  size_t i = 0;
+  while (i < segments.size()) {
+    // A run of consecutive pages is mapped at once.
+    size_t j = i;
+    while (j + 1 < segments.size() &&
+           segments[j + 1].page == segments[j].page + 1) {
+      ++j;
+    }
+    PageMapping mapping;
+    if (!state.queue.grants->MapPages(segments[i].page,
+                                      static_cast<uint32_t>(j - i + 1),
+                                      &mapping)) {
+      return -ENOMEM;
+    }
+    slot.mappings.push_back(mapping);
+    for (size_t k = i; k <= j; ++k) {
+      uint8_t* base = mapping.address + (k - i) * kPageSize +
+                      size_t{segments[k].first_sector} * kSectorBytes;
+      size_t length =
+          size_t{segments[k].last_sector - segments[k].first_sector + 1u} *
+          kSectorBytes;
+      if (!slot.iov.empty()) {
+        iovec& last = slot.iov.back();
+        if (static_cast<uint8_t*>(last.iov_base) + last.iov_len == base) {
+          last.iov_len += length;
+          continue;
+        }
+      }
+      slot.iov.push_back(iovec{base, length});
+    }
+    i = j + 1;
+  }
+  return 0;
 }
 
-void BackendLoop::Publish() {
-  PushResult pushed = ring_->PublishResponses();
-  if (pushed == PushResult::kNotify) {
-    stats_->Add(Counter::irqs_sent);
-    irq_->Signal();
-  } else if (pushed == PushResult::kSuppressed) {
-    stats_->Add(Counter::irqs_suppressed);
+bool BackendLoop::TakeRequests(uint32_t q) {
+  QueueState& state = queues_[q];
+  stats::QueueStats* stats = state.queue.stats;
+  while (!state.free_slots.empty() && !state.broken) {
+    if (AtCap()) return true;
+    uint32_t index = state.free_slots.back();
+    Slot& slot = state.slots[index];
+    switch (state.queue.ring->TakeRequest(&slot.request)) {
+      case TakeResult::kNone:
+        return false;
+      case TakeResult::kRingBroken:
+        stats->Add(Counter::invalid_reqs);
+        state.broken = true;
+        LogInfo("a frontend published an impossible request index; "
+                "queue stopped");
+        return false;
+      case TakeResult::kInvalid:
+        stats->Add(Counter::invalid_reqs);
+        state.queue.ring->PutResponse(slot.request, -EINVAL);
+        state.has_responses = true;
+        continue;
+      case TakeResult::kUnsupported:
+        state.queue.ring->PutResponse(slot.request, -EOPNOTSUPP);
+        state.has_responses = true;
+        continue;
+      case TakeResult::kValid:
+        break;
+    }
+    state.free_slots.pop_back();
+    CountRequest(stats, slot.request);
+    bool is_data = slot.request.op == BlockOp::kRead ||
+                   slot.request.op == BlockOp::kWrite;
+    if (is_data) {
+      if (int mapped = MapSlot(state, slot); mapped < 0) {
+        Answer(q, index, mapped);
+        continue;
+      }
+    }
+    io::IoRequest io_request;
+    io_request.op = ToIoOp(slot.request.op);
+    io_request.offset = slot.request.sector * kSectorBytes;
+    io_request.length = slot.request.num_sectors * kSectorBytes;
+    io_request.iov = slot.iov.data();
+    io_request.iov_count = is_data ? static_cast<int>(slot.iov.size()) : 0;
+    io_request.tag = Tag(q, index);
+    io_request.buffer_index =
+        slot.iov.size() == 1 ? state.queue.buffer_index : -1;
+    int queued = engine_->Queue(io_request);
+    if (queued < 0) {
+      Answer(q, index, queued);
+    } else {
+      stats->RaiseMax(Counter::engine_inflight_max, engine_->inflight());
+    }
   }
+  return false;
+}
+
+void BackendLoop::Answer(uint32_t q, uint32_t index, int result) {
+  QueueState& state = queues_[q];
+  Slot& slot = state.slots[index];
+  for (const PageMapping& mapping : slot.mappings) {
+    state.queue.grants->UnmapPages(mapping);
+  }
+  slot.mappings.clear();
+  if (result < 0) state.queue.stats->Add(Counter::errors);
+  state.queue.ring->PutResponse(slot.request, result < 0 ? result : 0);
+  state.free_slots.push_back(index);
+  state.has_responses = true;
+}
+
+void BackendLoop::PublishAll() {
+  for (QueueState& state : queues_) {
+    if (!state.has_responses) continue;
+    state.has_responses = false;
+    PushResult pushed = state.queue.ring->PublishResponses();
+    if (pushed == PushResult::kNotify) {
+      state.queue.stats->Add(Counter::irqs_sent);
+      state.queue.irq->Signal();
+    } else if (pushed == PushResult::kSuppressed) {
+      state.queue.stats->Add(Counter::irqs_suppressed);
+    }
+  }
+}
+
+bool BackendLoop::FinalChecks() {
+  bool more = false;
+  for (QueueState& state : queues_) {
+    if (state.broken || state.free_slots.empty()) continue;
+    if (state.queue.ring->FinalCheckForRequests()) {
+      state.queue.stats->Add(Counter::final_check_again);
+      more = true;
+    }
+  }
+  return more;
+}
+
+bool BackendLoop::Poll() {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::microseconds(options_.poll_us);
+  do {
+    for (QueueState& state : queues_) {
+      if (!state.broken && !state.free_slots.empty() &&
+          state.queue.ring->HasRequests()) {
+        state.queue.stats->Add(Counter::polls_hit);
+        return true;
+      }
+    }
+  } while (std::chrono::steady_clock::now() < deadline &&
+           !stop_.load(std::memory_order_relaxed));
+  return false;
 }
 
 void BackendLoop::Run() {
-  absl::Status watch = engine_->WatchWakeFd(kick_->fd(), kKickTag);
-  if (!watch.ok()) {
-    // Without a kick the loop could sleep forever; say why and give up: the
-    // frontend's requests then wait, and unmount still works.
-    LogInfo("backend cannot watch its kick eventfd: %s", watch.ToString());
-    return;
+  for (uint32_t q = 0; q < queues_.size(); ++q) {
+    absl::Status watch = engine_->WatchWakeFd(queues_[q].queue.kick->fd(), q);
+    if (!watch.ok()) {
+      LogInfo("backend cannot watch a kick eventfd: %s", watch.ToString());
+      return;
+    }
   }
   std::vector<io::IoCompletion> completions;
   for (;;) {
-    bool more = false;
-    if (!broken_) {
-      broken_ = !TakeRequests();
-      // Before sleeping, ask to be kicked for the next request; if one
-      // slipped in meanwhile, go round again instead of sleeping.
-      if (!broken_ && !free_slots_.empty()) {
-        more = ring_->FinalCheckForRequests();
-        if (more) stats_->Add(Counter::final_check_again);
-      }
+    bool capped = false;
+    for (uint32_t q = 0; q < queues_.size(); ++q) {
+      capped |= TakeRequests(q);
     }
-    Publish();
-    if (stop_.load(std::memory_order_acquire) &&
-        free_slots_.size() == slots_.size() && !more) {
-      return;
+    PublishAll();
+    if (stop_.load(std::memory_order_acquire) && AllIdle()) return;
+    // Before sleeping: poll a while if asked, then ask every ring to kick us
+    // for its next request and look once more. At the cap there is no point:
+    // only a completion can let us take more.
+    bool more = false;
+    if (!capped && !AtCap()) {
+      more = (options_.poll_us > 0 && Poll()) || FinalChecks();
     }
     completions.clear();
     int got = engine_->Run(/*wait=*/!more, completions);
@@ -166,8 +274,9 @@ void BackendLoop::Run() {
       return;
     }
     for (const io::IoCompletion& completion : completions) {
-      if (completion.wake) continue;  // a kick: the next TakeRequests sees it
-      Answer(static_cast<uint32_t>(completion.tag),
+      if (completion.wake) continue;  // a kick: the next round sees it
+      Answer(static_cast<uint32_t>(completion.tag >> 32),
+             static_cast<uint32_t>(completion.tag & 0xffffffffu),
              static_cast<int>(completion.result < 0 ? completion.result : 0));
     }
   }

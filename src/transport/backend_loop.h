@@ -1,8 +1,13 @@
-// BackendLoop: the device side of one queue, on its own thread. It takes
-// requests off the ring (validated by the DeviceRing), hands valid ones to
-// the I/O engine, answers invalid ones at once, writes responses as I/O
-// completes, interrupts the frontend when the protocol says so, and runs the
-// final check before sleeping in the engine until a kick or a completion.
+// BackendLoop: one backend thread, serving a fixed set of queues with one
+// I/O engine (one io_uring), as a blkback kthread serves its rings.
+//
+// Each round it takes requests off every ring (validated by the DeviceRing),
+// maps their pages (GrantMapper) and hands them to the engine; answers
+// invalid ones at once; writes responses as I/O completes and publishes them
+// with one notify decision per ring; and before sleeping optionally polls
+// (--poll-us), then runs each ring's final check and sleeps in the engine
+// until a kick or a completion. The engine's depth is the sum of the ring
+// sizes, so nothing but --engine-max-inflight caps the requests in flight.
 #pragma once
 
 #include <atomic>
@@ -15,44 +20,78 @@
 #include "stats/queue_stats.h"
 #include "transport/device_ring.h"
 #include "transport/event_fd.h"
+#include "transport/grant_mapper.h"
 
 namespace pvdisk::transport {
 
+// One queue as the backend sees it. Pointers must outlive the loop.
+struct BackendQueue {
+  DeviceRing* ring = nullptr;
+  GrantMapper* grants = nullptr;
+  EventFd* kick = nullptr;
+  EventFd* irq = nullptr;
+  stats::QueueStats* stats = nullptr;
+  uint32_t ring_slots = 0;
+  // The engine buffer that holds this queue's data pages (when persistent),
+  // or -1.
+  int buffer_index = -1;
+};
+
+struct BackendOptions {
+  // Most I/Os in flight at the engine at once; 0 = no cap beyond the rings.
+  uint32_t engine_max_inflight = 0;
+  // Spin this long for new work before sleeping; 0 = never.
+  uint32_t poll_us = 0;
+};
+
 class BackendLoop {
  public:
-  // `max_inflight` bounds the requests taken off the ring and not yet
-  // answered (the ring's size). The engine must accept that many at once.
-  // All pointers must outlive the loop.
-  BackendLoop(std::unique_ptr<DeviceRing> ring,
-              std::unique_ptr<io::IoEngine> engine, uint32_t max_inflight,
-              EventFd* kick, EventFd* irq, stats::QueueStats* stats);
+  BackendLoop(std::vector<BackendQueue> queues,
+              std::unique_ptr<io::IoEngine> engine,
+              const BackendOptions& options);
   ~BackendLoop();
   BackendLoop(const BackendLoop&) = delete;
   BackendLoop& operator=(const BackendLoop&) = delete;
 
-  // Starts the thread.
   void Start();
   // Stops the thread once it has answered every request it took.
   void Stop();
 
+  const io::IoEngine& engine() const { return *engine_; }
+
  private:
+  // A request taken off a ring and not yet answered.
+  struct Slot {
+    DeviceRequest request;
+    std::vector<iovec> iov;
+    std::vector<PageMapping> mappings;
+  };
+  struct QueueState {
+    BackendQueue queue;
+    std::vector<Slot> slots;
+    std::vector<uint32_t> free_slots;
+    bool broken = false;
+    bool has_responses = false;
+  };
+
   void Run();
-  // Takes requests while there is a free slot; returns false if the ring
-  // is broken.
-  bool TakeRequests();
-  void Answer(uint32_t slot, int result);
-  void Publish();
+  // Takes requests from queue `q` while it has free slots and the engine
+  // cap allows. Returns true if the ring may hold more (stopped by the cap).
+  bool TakeRequests(uint32_t q);
+  // Maps the request's pages into slot.iov. Returns 0 or -errno.
+  int MapSlot(QueueState& state, Slot& slot);
+  void Answer(uint32_t q, uint32_t slot, int result);
+  void PublishAll();
+  bool AtCap() const;
+  // Final checks on every ring that could take more; true if work arrived.
+  bool FinalChecks();
+  // Spins up to poll_us for a request or a completion; true if found.
+  bool Poll();
+  bool AllIdle() const;
 
-  std::unique_ptr<DeviceRing> ring_;
+  std::vector<QueueState> queues_;
   std::unique_ptr<io::IoEngine> engine_;
-  EventFd* const kick_;
-  EventFd* const irq_;
-  stats::QueueStats* const stats_;
-
-  // Requests taken and not yet answered, indexed by slot (the engine tag).
-  std::vector<DeviceRequest> slots_;
-  std::vector<uint32_t> free_slots_;
-  bool broken_ = false;
+  const BackendOptions options_;
 
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -1,5 +1,6 @@
 #include "transport/blkif_device_ring.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -8,14 +9,18 @@
 namespace pvdisk::transport {
 
 BlkifDeviceRing::BlkifDeviceRing(uint8_t* ring_memory, uint32_t slots,
-                                 uint8_t* data_memory,
-                                 const BlkifDeviceLimits& limits)
+                                 GrantMapper* grants,
+                                 const BlkifDeviceLimits& limits,
+                                 NotifyMode notify)
     : header_(reinterpret_cast<blkif::SharedRingHeader*>(ring_memory)),
       slots_(reinterpret_cast<blkif::Slot*>(ring_memory +
                                             sizeof(blkif::SharedRingHeader))),
       size_(slots),
-      data_(data_memory),
-      limits_(limits) {}
+      grants_(grants),
+      limits_(limits),
+      notify_(notify) {
+  indirect_copy_.reserve(blkif::kMaxIndirectSegments);
+}
 
 RingIdx BlkifDeviceRing::Unconsumed(RingIdx prod) const {
   return UnconsumedRequests(prod, req_cons_, rsp_prod_pvt_, size_);
@@ -41,15 +46,26 @@ bool BlkifDeviceRing::RangeInsideDisk(uint64_t sector, uint64_t count) const {
 }
 
 TakeResult BlkifDeviceRing::Decode(const blkif::Slot& slot,
-                                   DeviceRequest* out) const {
+                                   DeviceRequest* out) {
   out->id = slot.req.id;
   out->wire_op = slot.req.operation;
-  out->segment_count = 0;
-  out->iov.clear();
+  out->indirect = false;
+  out->segments.clear();
   switch (slot.req.operation) {
     case blkif::kOpRead:
-    case blkif::kOpWrite:
-      return DecodeReadWrite(slot.req, out);
+    case blkif::kOpWrite: {
+      bool is_write = slot.req.operation == blkif::kOpWrite;
+      if (is_write && limits_.read_only) return TakeResult::kInvalid;
+      uint32_t count = slot.req.nr_segments;
+      if (count == 0 || count > limits_.max_segments ||
+          count > static_cast<uint32_t>(blkif::kMaxDirectSegments)) {
+        return TakeResult::kInvalid;
+      }
+      out->op = is_write ? BlockOp::kWrite : BlockOp::kRead;
+      return AddSegments(slot.req.seg, count, slot.req.sector_number, out);
+    }
+    case blkif::kOpIndirect:
+      return DecodeIndirect(slot.indirect, out);
     case blkif::kOpFlushDiskCache:
       if (slot.req.nr_segments != 0) return TakeResult::kInvalid;
       out->op = BlockOp::kFlush;
@@ -78,46 +94,64 @@ TakeResult BlkifDeviceRing::Decode(const blkif::Slot& slot,
   }
 }
 
-TakeResult BlkifDeviceRing::DecodeReadWrite(const blkif::Request& request,
-                                            DeviceRequest* out) const {
-  bool is_write = request.operation == blkif::kOpWrite;
-  if (is_write && limits_.read_only) return TakeResult::kInvalid;
-  uint32_t count = request.nr_segments;
-  if (count == 0 || count > limits_.max_segments ||
-      count > static_cast<uint32_t>(blkif::kMaxDirectSegments)) {
+TakeResult BlkifDeviceRing::DecodeIndirect(
+    const blkif::IndirectRequest& request, DeviceRequest* out) {
+  // Indirect requests exist only where the frontend was offered more than
+  // the direct maximum.
+  if (limits_.max_segments <= static_cast<uint32_t>(blkif::kMaxDirectSegments)) {
+    return TakeResult::kUnsupported;
+  }
+  out->wire_op = request.indirect_op;  // blkfront checks the response's op
+  bool is_write = request.indirect_op == blkif::kOpWrite;
+  if (request.indirect_op != blkif::kOpRead && !is_write) {
     return TakeResult::kInvalid;
   }
+  if (is_write && limits_.read_only) return TakeResult::kInvalid;
+  uint32_t count = request.nr_segments;
+  if (count == 0 || count > limits_.max_segments) return TakeResult::kInvalid;
+  uint32_t pages = (count + blkif::kSegmentsPerIndirectPage - 1) /
+                   blkif::kSegmentsPerIndirectPage;
+  // Copy each indirect page's part of the list once, then look only at the
+  // copy.
+  indirect_copy_.resize(count);
+  for (uint32_t p = 0; p < pages; ++p) {
+    uint32_t page = request.indirect_grefs[p];
+    if (page >= limits_.data_pages) return TakeResult::kInvalid;
+    PageMapping mapping;
+    if (!grants_->MapPages(page, 1, &mapping)) return TakeResult::kInvalid;
+    uint32_t first = p * blkif::kSegmentsPerIndirectPage;
+    uint32_t in_page = std::min<uint32_t>(blkif::kSegmentsPerIndirectPage,
+                                          count - first);
+    std::memcpy(&indirect_copy_[first], mapping.address,
+                in_page * sizeof(blkif::Segment));
+    grants_->UnmapPages(mapping);
+  }
+  out->op = is_write ? BlockOp::kWrite : BlockOp::kRead;
+  out->indirect = true;
+  return AddSegments(indirect_copy_.data(), count, request.sector_number, out);
+}
+
+TakeResult BlkifDeviceRing::AddSegments(const blkif::Segment* segments,
+                                        uint32_t count, uint64_t sector,
+                                        DeviceRequest* out) const {
   uint64_t sectors = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    const blkif::Segment& seg = request.seg[i];
+    const blkif::Segment& seg = segments[i];
     if (seg.gref >= limits_.data_pages) return TakeResult::kInvalid;
     if (seg.first_sect > seg.last_sect ||
         seg.last_sect >= blkif::kSectorsPerPage) {
       return TakeResult::kInvalid;
     }
-    uint8_t* base = data_ + size_t{seg.gref} * blkif::kPageSize +
-                    size_t{seg.first_sect} * blkif::kSectorSize;
-    size_t length =
-        size_t{seg.last_sect - seg.first_sect + 1u} * blkif::kSectorSize;
-    sectors += length / blkif::kSectorSize;
-    // Coalesce with the previous segment when the memory continues.
-    if (!out->iov.empty()) {
-      iovec& last = out->iov.back();
-      if (static_cast<uint8_t*>(last.iov_base) + last.iov_len == base) {
-        last.iov_len += length;
-        continue;
-      }
-    }
-    out->iov.push_back(iovec{base, length});
+    sectors += seg.last_sect - seg.first_sect + 1u;
+    out->segments.push_back(
+        DataSegment{seg.gref, seg.first_sect, seg.last_sect});
   }
-  if (!RangeInsideDisk(request.sector_number, sectors)) {
-    out->iov.clear();
+  if (!RangeInsideDisk(sector, sectors)) {
+    out->segments.clear();
     return TakeResult::kInvalid;
   }
-  out->op = is_write ? BlockOp::kWrite : BlockOp::kRead;
-  out->sector = request.sector_number;
+  out->sector = sector;
   out->num_sectors = sectors;
-  out->segment_count = count;
   return TakeResult::kValid;
 }
 
@@ -140,6 +174,7 @@ PushResult BlkifDeviceRing::PublishResponses() {
   if (old_prod == new_prod) return PushResult::kNothing;
   StoreRelease(header_->rsp_prod, new_prod);
   FullBarrier();
+  if (notify_ == NotifyMode::kAlways) return PushResult::kNotify;
   RingIdx event = LoadRelaxed(header_->rsp_event);
   return NeedsNotify(old_prod, new_prod, event) ? PushResult::kNotify
                                                 : PushResult::kSuppressed;
@@ -149,6 +184,14 @@ bool BlkifDeviceRing::FinalCheckForRequests() {
   if (Unconsumed(LoadAcquire(header_->req_prod)) > 0) return true;
   StoreRelease(header_->req_event, req_cons_ + 1);
   FullBarrier();
+  return Unconsumed(LoadAcquire(header_->req_prod)) > 0;
+}
+
+}  // namespace pvdisk::transport
+
+namespace pvdisk::transport {
+
+bool BlkifDeviceRing::HasRequests() {
   return Unconsumed(LoadAcquire(header_->req_prod)) > 0;
 }
 

@@ -1,13 +1,17 @@
 // The blkif backend ring (Xen blkback's side of io/ring.h). Each request is
-// copied out of the shared slot once (no double fetch) and validated before
-// anything uses it: operation, segment count, page indices, sector ranges
-// inside a page, and the range against the end of the disk.
+// copied out of the shared slot once (no double fetch), and so is an
+// indirect request's segment list; everything is validated on the private
+// copies before anything uses it: operation, segment count against the
+// negotiated maximum, indirect and data page indices, sector ranges inside a
+// page, and the range against the end of the disk.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "transport/blkif_format.h"
 #include "transport/device_ring.h"
+#include "transport/grant_mapper.h"
 #include "transport/ring_index.h"
 
 namespace pvdisk::transport {
@@ -15,38 +19,47 @@ namespace pvdisk::transport {
 struct BlkifDeviceLimits {
   uint64_t disk_sectors = 0;  // requests must end at or before this sector
   uint32_t data_pages = 0;    // valid grefs are 0 .. data_pages - 1
+  // Most segments per request; above kMaxDirectSegments, indirect requests
+  // are accepted (feature-max-indirect-segments).
   uint32_t max_segments = blkif::kMaxDirectSegments;
   bool read_only = false;  // writes and discards are invalid
 };
 
 class BlkifDeviceRing final : public DeviceRing {
  public:
-  // `ring_memory` and `data_memory` are the backend's own mapping of the
-  // queue's ring and data pages; both must outlive this object. The frontend
-  // must have initialised the ring already.
-  BlkifDeviceRing(uint8_t* ring_memory, uint32_t slots, uint8_t* data_memory,
-                  const BlkifDeviceLimits& limits);
+  // `ring_memory` is the backend's own mapping of the queue's ring; `grants`
+  // maps indirect pages to read them. Both must outlive this object. The
+  // frontend must have initialised the ring already.
+  BlkifDeviceRing(uint8_t* ring_memory, uint32_t slots, GrantMapper* grants,
+                  const BlkifDeviceLimits& limits, NotifyMode notify);
 
   TakeResult TakeRequest(DeviceRequest* out) override;
   void PutResponse(const DeviceRequest& request, int result) override;
   PushResult PublishResponses() override;
   bool FinalCheckForRequests() override;
+  bool HasRequests() override;
 
  private:
   // Checks the private copy `slot` and fills `out`.
-  TakeResult Decode(const blkif::Slot& slot, DeviceRequest* out) const;
-  TakeResult DecodeReadWrite(const blkif::Request& request,
-                             DeviceRequest* out) const;
+  TakeResult Decode(const blkif::Slot& slot, DeviceRequest* out);
+  TakeResult DecodeIndirect(const blkif::IndirectRequest& request,
+                            DeviceRequest* out);
+  // Validates `count` segments and appends them; sets out->num_sectors.
+  TakeResult AddSegments(const blkif::Segment* segments, uint32_t count,
+                         uint64_t sector, DeviceRequest* out) const;
   bool RangeInsideDisk(uint64_t sector, uint64_t count) const;
   RingIdx Unconsumed(RingIdx prod) const;
 
   blkif::SharedRingHeader* header_;
   blkif::Slot* slots_;
   uint32_t size_;
-  uint8_t* data_;
+  GrantMapper* grants_;
   BlkifDeviceLimits limits_;
+  NotifyMode notify_;
   RingIdx req_cons_ = 0;      // next request to take
   RingIdx rsp_prod_pvt_ = 0;  // next response slot, not yet published
+  // Private copy of an indirect request's segment list.
+  std::vector<blkif::Segment> indirect_copy_;
 };
 
 }  // namespace pvdisk::transport

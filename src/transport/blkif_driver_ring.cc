@@ -1,5 +1,6 @@
 #include "transport/blkif_driver_ring.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -31,11 +32,14 @@ int ResultOf(int16_t status) {
 
 }  // namespace
 
-BlkifDriverRing::BlkifDriverRing(uint8_t* ring_memory, uint32_t slots)
+BlkifDriverRing::BlkifDriverRing(uint8_t* ring_memory, uint32_t slots,
+                                 uint8_t* data_memory, NotifyMode notify)
     : header_(reinterpret_cast<blkif::SharedRingHeader*>(ring_memory)),
       slots_(reinterpret_cast<blkif::Slot*>(ring_memory +
                                             sizeof(blkif::SharedRingHeader))),
-      size_(slots) {
+      size_(slots),
+      data_(data_memory),
+      notify_(notify) {
   std::memset(header_, 0, sizeof(*header_));
   header_->req_event = 1;
   header_->rsp_event = 1;
@@ -56,6 +60,30 @@ void BlkifDriverRing::Write(const RingRequest& request) {
     slot.discard.id = request.id;
     slot.discard.sector_number = request.sector;
     slot.discard.nr_sectors = request.num_sectors;
+  } else if (request.segment_count > blkif::kMaxDirectSegments) {
+    // Indirect: the segment list goes into the request's indirect pages,
+    // 512 segments per page; the slot names those pages.
+    slot.indirect.operation = blkif::kOpIndirect;
+    slot.indirect.indirect_op = WireOp(request.op);
+    slot.indirect.nr_segments = static_cast<uint16_t>(request.segment_count);
+    slot.indirect.id = request.id;
+    slot.indirect.sector_number = request.sector;
+    uint32_t pages = (request.segment_count + blkif::kSegmentsPerIndirectPage -
+                      1) / blkif::kSegmentsPerIndirectPage;
+    for (uint32_t p = 0; p < pages; ++p) {
+      uint32_t page = request.table_pages[p];
+      slot.indirect.indirect_grefs[p] = page;
+      auto* list = reinterpret_cast<blkif::Segment*>(
+          data_ + size_t{page} * blkif::kPageSize);
+      uint32_t first = p * blkif::kSegmentsPerIndirectPage;
+      uint32_t count = std::min<uint32_t>(blkif::kSegmentsPerIndirectPage,
+                                          request.segment_count - first);
+      for (uint32_t i = 0; i < count; ++i) {
+        const DataSegment& segment = request.segments[first + i];
+        list[i] = blkif::Segment{segment.page, segment.first_sector,
+                                 segment.last_sector, 0};
+      }
+    }
   } else {
     slot.req.operation = WireOp(request.op);
     slot.req.nr_segments = static_cast<uint8_t>(request.segment_count);
@@ -77,6 +105,7 @@ PushResult BlkifDriverRing::Publish() {
   if (old_prod == new_prod) return PushResult::kNothing;
   StoreRelease(header_->req_prod, new_prod);  // slots before the index
   FullBarrier();                              // index before reading event
+  if (notify_ == NotifyMode::kAlways) return PushResult::kNotify;
   RingIdx event = LoadRelaxed(header_->req_event);
   return NeedsNotify(old_prod, new_prod, event) ? PushResult::kNotify
                                                 : PushResult::kSuppressed;

@@ -13,8 +13,8 @@ inline constexpr uint32_t kPageSize = 4096;
 inline constexpr uint32_t kSectorSize = 512;
 inline constexpr uint32_t kSectorsPerPage = kPageSize / kSectorSize;
 
-// Operations (blkif.h). pvdisk does not implement WRITE_BARRIER or INDIRECT
-// yet; the backend answers them with kRspEopnotsupp.
+// Operations (blkif.h). pvdisk does not implement WRITE_BARRIER; the backend
+// answers it with kRspEopnotsupp.
 inline constexpr uint8_t kOpRead = 0;
 inline constexpr uint8_t kOpWrite = 1;
 inline constexpr uint8_t kOpWriteBarrier = 2;
@@ -30,6 +30,12 @@ inline constexpr uint8_t kDiscardZeroes = 2;
 
 // Segments a direct request can carry (BLKIF_MAX_SEGMENTS_PER_REQUEST).
 inline constexpr int kMaxDirectSegments = 11;
+// Indirect requests: the segments live in separate "indirect" pages of 512
+// segments each, at most 8 of them (BLKIF_MAX_INDIRECT_PAGES_PER_REQUEST).
+inline constexpr int kSegmentsPerIndirectPage = 512;
+inline constexpr int kMaxIndirectPages = 8;
+inline constexpr int kMaxIndirectSegments =
+    kSegmentsPerIndirectPage * kMaxIndirectPages;  // 4096
 
 // Response status.
 inline constexpr int16_t kRspOkay = 0;
@@ -74,6 +80,23 @@ struct DiscardRequest {
 static_assert(sizeof(DiscardRequest) == 32);
 static_assert(offsetof(DiscardRequest, id) == offsetof(Request, id));
 
+// INDIRECT: nr_segments segments of a READ or WRITE (indirect_op), listed in
+// the indirect pages indirect_grefs[0 .. ceil(nr_segments / 512) - 1].
+struct IndirectRequest {
+  uint8_t operation;
+  uint8_t indirect_op;
+  uint16_t nr_segments;
+  uint32_t pad;
+  uint64_t id;
+  uint64_t sector_number;
+  uint16_t handle;
+  uint16_t pad2;
+  uint32_t indirect_grefs[kMaxIndirectPages];
+};
+static_assert(sizeof(IndirectRequest) == 64);
+static_assert(offsetof(IndirectRequest, id) == offsetof(Request, id));
+static_assert(offsetof(IndirectRequest, indirect_grefs) == 28);
+
 struct Response {
   uint64_t id;
   uint8_t operation;
@@ -87,6 +110,7 @@ static_assert(sizeof(Response) == 16);
 union Slot {
   Request req;
   DiscardRequest discard;
+  IndirectRequest indirect;
   Response rsp;
 };
 static_assert(sizeof(Slot) == 112);

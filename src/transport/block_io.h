@@ -58,7 +58,8 @@ class BlockIo {
     uint32_t dispatched = 0;       // of those, put on the ring so far
     uint32_t answered = 0;         // of those, answered so far
     int error = 0;                 // first failure, as a negative errno
-    std::vector<uint32_t> chunks;  // kRead: the data chunk of each child
+    // kRead: the first data page of each child (its pages are contiguous).
+    std::vector<uint32_t> first_pages;
     // kWrite data not yet on the ring, copied while the ring was full.
     std::unique_ptr<uint8_t[]> staged_data;
     uint64_t staged_from_sector = 0;

@@ -27,6 +27,10 @@ class DeviceRing {
   // Asks to be kicked for the next request, then checks again: true when a
   // request arrived meanwhile and the caller must not sleep.
   virtual bool FinalCheckForRequests() = 0;
+
+  // Whether a request is waiting, without taking it or asking to be kicked
+  // (for polling).
+  virtual bool HasRequests() = 0;
 };
 
 }  // namespace pvdisk::transport

@@ -11,19 +11,22 @@ namespace pvdisk::transport {
 using stats::Counter;
 
 FrontendQueue::FrontendQueue(std::unique_ptr<DriverRing> ring,
-                             uint8_t* data_memory, ChunkPool pool,
-                             uint32_t ring_slots, EventFd* kick, EventFd* irq,
-                             stats::QueueStats* stats)
+                             uint8_t* data_memory,
+                             const FrontendLayout& layout, EventFd* kick,
+                             EventFd* irq, stats::QueueStats* stats)
     : data_(data_memory),
-      sectors_per_chunk_(pool.pages_per_chunk() * blkif::kSectorsPerPage),
+      layout_(layout),
+      sectors_per_request_(layout.max_segments * blkif::kSectorsPerPage),
       kick_(kick),
       irq_(irq),
       stats_(stats),
       ring_(std::move(ring)),
-      pool_(std::move(pool)),
-      shadow_(ring_slots) {
-  free_ids_.reserve(ring_slots);
-  for (uint32_t id = ring_slots; id > 0; --id) free_ids_.push_back(id - 1);
+      pool_(layout.pool_pages),
+      shadow_(layout.ring_slots) {
+  free_ids_.reserve(layout.ring_slots);
+  for (uint32_t id = layout.ring_slots; id > 0; --id) free_ids_.push_back(id - 1);
+  segments_.reserve(layout.max_segments);
+  table_pages_.reserve(layout.table_pages_per_request);
 }
 
 FrontendQueue::~FrontendQueue() { Stop(); }
@@ -37,16 +40,20 @@ void FrontendQueue::Submit(BlockIo* io) {
   state = BlockIo::QueueState{};
   bool is_data = io->op == BlockOp::kRead || io->op == BlockOp::kWrite;
   state.children =
-      is_data
-          ? static_cast<uint32_t>((io->num_sectors + sectors_per_chunk_ - 1) /
-                                  sectors_per_chunk_)
-          : 1;
+      is_data ? static_cast<uint32_t>(
+                    (io->num_sectors + sectors_per_request_ - 1) /
+                    sectors_per_request_)
+              : 1;
   if (io->op == BlockOp::kRead) {
-    if (state.children > pool_.chunk_count()) {
+    // Every child's run, rounded up to a power of two, must fit in the pool
+    // at once (pool_.pages() is constant, so reading it unlocked is safe).
+    uint64_t run = PagePool::RunPages(PagesFor(
+        std::min<uint64_t>(io->num_sectors, sectors_per_request_)));
+    if (run * state.children > pool_.pages()) {
       io->Complete(-EINVAL, {});
       return;
     }
-    state.chunks.resize(state.children);
+    state.first_pages.resize(state.children);
   }
   if (state.children > 1) stats_->Add(Counter::splits, state.children - 1);
 
@@ -68,7 +75,7 @@ void FrontendQueue::Submit(BlockIo* io) {
 void FrontendQueue::StageWriteData(BlockIo* io) {
   BlockIo::QueueState& state = io->state_;
   if (io->op != BlockOp::kWrite || state.staged_data) return;
-  uint64_t from = uint64_t{state.dispatched} * sectors_per_chunk_;
+  uint64_t from = uint64_t{state.dispatched} * sectors_per_request_;
   size_t bytes = (io->num_sectors - from) * kSectorSize;
   state.staged_data = std::make_unique<uint8_t[]>(bytes);
   std::memcpy(state.staged_data.get(), io->write_data + from * kSectorSize,
@@ -79,21 +86,21 @@ void FrontendQueue::StageWriteData(BlockIo* io) {
 bool FrontendQueue::DispatchChildren(BlockIo* io) {
   BlockIo::QueueState& state = io->state_;
   bool is_data = io->op == BlockOp::kRead || io->op == BlockOp::kWrite;
-  DataSegment segments[blkif::kMaxDirectSegments];
   while (state.dispatched < state.children) {
     if (ring_->FreeSlots() == 0 || free_ids_.empty()) return false;
     RingRequest request;
     request.op = io->op;
     Shadow shadow;
     shadow.io = io;
+    uint32_t id = free_ids_.back();
     if (is_data) {
-      std::optional<uint32_t> chunk = pool_.Allocate();
-      if (!chunk) return false;
-      uint64_t first = uint64_t{state.dispatched} * sectors_per_chunk_;
+      uint64_t first = uint64_t{state.dispatched} * sectors_per_request_;
       uint64_t count =
-          std::min<uint64_t>(sectors_per_chunk_, io->num_sectors - first);
-      uint32_t page = pool_.FirstPage(*chunk);
-      uint8_t* memory = data_ + size_t{page} * blkif::kPageSize;
+          std::min<uint64_t>(sectors_per_request_, io->num_sectors - first);
+      uint32_t pages = PagesFor(count);
+      std::optional<uint32_t> first_page = pool_.Allocate(pages);
+      if (!first_page) return false;
+      uint8_t* memory = data_ + size_t{*first_page} * blkif::kPageSize;
       if (io->op == BlockOp::kWrite) {
         const uint8_t* source =
             state.staged_data
@@ -102,28 +109,36 @@ bool FrontendQueue::DispatchChildren(BlockIo* io) {
                 : io->write_data + first * kSectorSize;
         std::memcpy(memory, source, count * kSectorSize);
       } else {
-        state.chunks[state.dispatched] = *chunk;
+        state.first_pages[state.dispatched] = *first_page;
       }
-      // Whole pages from the start of the chunk; the last may be partial.
-      uint32_t segment_count = 0;
+      // Whole pages from the start of the run; the last may be partial.
+      segments_.clear();
       for (uint64_t done = 0; done < count; done += blkif::kSectorsPerPage) {
         uint64_t in_page =
             std::min<uint64_t>(blkif::kSectorsPerPage, count - done);
-        segments[segment_count] = DataSegment{
-            page + segment_count, 0, static_cast<uint8_t>(in_page - 1)};
-        ++segment_count;
+        segments_.push_back(
+            DataSegment{*first_page + static_cast<uint32_t>(segments_.size()),
+                        0, static_cast<uint8_t>(in_page - 1)});
       }
       request.sector = io->sector + first;
       request.num_sectors = count;
-      request.segments = segments;
-      request.segment_count = segment_count;
-      shadow.chunk = *chunk;
-      shadow.has_chunk = io->op == BlockOp::kWrite;
+      request.segments = segments_.data();
+      request.segment_count = static_cast<uint32_t>(segments_.size());
+      // This id's table pages, for a protocol that needs them.
+      table_pages_.clear();
+      for (uint32_t t = 0; t < layout_.table_pages_per_request; ++t) {
+        table_pages_.push_back(layout_.pool_pages +
+                               id * layout_.table_pages_per_request + t);
+      }
+      request.table_pages = table_pages_.data();
+      request.table_page_count = layout_.table_pages_per_request;
+      shadow.first_page = *first_page;
+      shadow.pages = pages;
+      shadow.free_pages_on_response = io->op == BlockOp::kWrite;
     } else {
       request.sector = io->sector;
       request.num_sectors = io->num_sectors;
     }
-    uint32_t id = free_ids_.back();
     free_ids_.pop_back();
     shadow_[id] = shadow;
     request.id = id;
@@ -195,7 +210,7 @@ void FrontendQueue::OnResponse(uint64_t id, int result,
   shadow_[id] = Shadow{};
   free_ids_.push_back(static_cast<uint32_t>(id));
   stats_->Sub(Counter::inflight);
-  if (shadow.has_chunk) pool_.Free(shadow.chunk);
+  if (shadow.free_pages_on_response) pool_.Free(shadow.first_page, shadow.pages);
   BlockIo::QueueState& state = shadow.io->state_;
   if (result < 0 && state.error == 0) state.error = result;
   if (++state.answered == state.children) done->push_back(shadow.io);
@@ -204,30 +219,33 @@ void FrontendQueue::OnResponse(uint64_t id, int result,
 void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
   if (done.empty()) return;
   std::vector<DataPiece> pieces;
-  std::vector<uint32_t> chunks_to_free;
+  struct Run {
+    uint32_t first_page;
+    uint32_t pages;
+  };
+  std::vector<Run> runs_to_free;
   for (BlockIo* io : done) {
     BlockIo::QueueState& state = io->state_;
-    // Move what we still need out of the BlockIo: Complete() may delete it.
-    std::vector<uint32_t> chunks = std::move(state.chunks);
+    // Take what we still need out of the BlockIo: Complete() may delete it.
+    std::vector<uint32_t> first_pages = std::move(state.first_pages);
     int result = state.error;
+    uint64_t remaining = io->num_sectors;
     pieces.clear();
-    if (io->op == BlockOp::kRead && result == 0) {
-      uint64_t remaining = io->num_sectors;
-      for (uint32_t chunk : chunks) {
-        uint64_t count = std::min<uint64_t>(sectors_per_chunk_, remaining);
-        remaining -= count;
-        pieces.push_back(
-            DataPiece{data_ + size_t{pool_.FirstPage(chunk)} * blkif::kPageSize,
-                      count * kSectorSize});
+    for (uint32_t first_page : first_pages) {
+      uint64_t count = std::min<uint64_t>(sectors_per_request_, remaining);
+      remaining -= count;
+      runs_to_free.push_back(Run{first_page, PagesFor(count)});
+      if (result == 0) {
+        pieces.push_back(DataPiece{
+            data_ + size_t{first_page} * blkif::kPageSize, count * kSectorSize});
       }
     }
     io->Complete(result, pieces);
-    chunks_to_free.insert(chunks_to_free.end(), chunks.begin(), chunks.end());
   }
   bool kick;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (uint32_t chunk : chunks_to_free) pool_.Free(chunk);
+    for (const Run& run : runs_to_free) pool_.Free(run.first_page, run.pages);
     outstanding_ -= done.size();
     kick = DispatchStaged();
     if (outstanding_ == 0) drained_.notify_all();

@@ -1,11 +1,12 @@
 // FrontendQueue: the driver side of one queue, independent of the ring
 // protocol. FUSE threads Submit() BlockIos; the queue splits each into ring
-// requests of at most max_segments pages, copies write data into its data
-// pages, puts them on the ring and kicks the backend when the protocol says
-// so. While the ring or the page pool is full, BlockIos wait in a FIFO
-// staging queue (counted as ring_full) and are dispatched as responses free
-// room. A completion thread (the "interrupt handler") sleeps on the
-// interrupt eventfd, consumes responses and completes BlockIos.
+// requests of at most max_segments pages (counted in `splits`), copies write
+// data into pages from its pool, puts the requests on the ring and kicks the
+// backend when the protocol says so. While the ring or the page pool is full,
+// BlockIos wait in a FIFO staging queue (counted as ring_full) and are
+// dispatched as responses free room. A completion thread (the "interrupt
+// handler") sleeps on the interrupt eventfd, consumes responses and
+// completes BlockIos.
 //
 // Threads: Submit() from any thread; it never waits for I/O. Completion
 // callbacks run on the completion thread, outside the queue's lock.
@@ -21,20 +22,31 @@
 
 #include "stats/queue_stats.h"
 #include "transport/block_io.h"
-#include "transport/chunk_pool.h"
 #include "transport/driver_ring.h"
 #include "transport/event_fd.h"
+#include "transport/page_pool.h"
 
 namespace pvdisk::transport {
 
+// Where a queue's pages are, in data-page numbers (grant references).
+struct FrontendLayout {
+  uint32_t ring_slots = 0;
+  uint32_t max_segments = 11;  // data pages per ring request
+  uint32_t pool_pages = 0;     // pages 0 .. pool_pages - 1: the data pool
+  // Pages reserved per ring request id for segment tables (indirect pages),
+  // from page pool_pages on: id i owns table_pages_per_request pages at
+  // pool_pages + i * table_pages_per_request. 0 if never needed.
+  uint32_t table_pages_per_request = 0;
+};
+
 class FrontendQueue {
  public:
-  // `data_memory` is the frontend's mapping of the data pages, split into
-  // `pool`'s chunks; `kick` wakes the backend, `irq` is signalled by it. All
-  // pointers must outlive the queue.
+  // `data_memory` is the frontend's mapping of the data pages; `kick` wakes
+  // the backend, `irq` is signalled by it. All pointers must outlive the
+  // queue.
   FrontendQueue(std::unique_ptr<DriverRing> ring, uint8_t* data_memory,
-                ChunkPool pool, uint32_t ring_slots, EventFd* kick,
-                EventFd* irq, stats::QueueStats* stats);
+                const FrontendLayout& layout, EventFd* kick, EventFd* irq,
+                stats::QueueStats* stats);
   ~FrontendQueue();
   FrontendQueue(const FrontendQueue&) = delete;
   FrontendQueue& operator=(const FrontendQueue&) = delete;
@@ -60,8 +72,9 @@ class FrontendQueue {
   // A ring request in flight, indexed by its id.
   struct Shadow {
     BlockIo* io = nullptr;
-    uint32_t chunk = 0;
-    bool has_chunk = false;
+    uint32_t first_page = 0;
+    uint32_t pages = 0;
+    bool free_pages_on_response = false;  // writes: pages free at once
   };
 
   void CompletionLoop();
@@ -79,11 +92,15 @@ class FrontendQueue {
   // Publishes and counts the kick decision; returns whether to kick.
   bool PublishLocked();
   void Kick();
-  // Calls Complete() on each of `done` and frees their read chunks.
+  // Calls Complete() on each of `done` and frees their read pages.
   void Finish(const std::vector<BlockIo*>& done);
+  uint32_t PagesFor(uint64_t sectors) const {
+    return static_cast<uint32_t>((sectors + 7) / 8);
+  }
 
   uint8_t* const data_;
-  const uint32_t sectors_per_chunk_;
+  const FrontendLayout layout_;
+  const uint32_t sectors_per_request_;
   EventFd* const kick_;
   EventFd* const irq_;
   stats::QueueStats* const stats_;
@@ -92,10 +109,12 @@ class FrontendQueue {
   std::condition_variable drained_;
   // All below guarded by mu_.
   std::unique_ptr<DriverRing> ring_;
-  ChunkPool pool_;
+  PagePool pool_;
   std::vector<Shadow> shadow_;
   std::vector<uint32_t> free_ids_;
   std::deque<BlockIo*> staging_;
+  std::vector<DataSegment> segments_;   // scratch for one ring request
+  std::vector<uint32_t> table_pages_;   // scratch for one ring request
   uint64_t outstanding_ = 0;  // submitted BlockIos not yet completed
   bool stopping_ = false;
 

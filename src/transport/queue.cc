@@ -10,41 +10,62 @@
 #include "transport/blkif_format.h"
 
 namespace pvdisk::transport {
+namespace {
+
+// The data pool: on average min(max_segments, 8) pages per ring slot (a
+// persistent-grant budget like blkback's, not the worst case of every slot
+// carrying a maximal request), and never less than 2048 pages, which holds
+// any single BlockIo (up to kMaxBlockIoSectors, split into runs rounded up to
+// powers of two) at once, so a large read can always be served.
+uint32_t PoolPages(const QueueOptions& options) {
+  uint64_t budget = uint64_t{options.ring_size} *
+                    std::min<uint32_t>(options.max_segments, 8);
+  return static_cast<uint32_t>(
+      std::bit_ceil(std::max<uint64_t>(budget, 2048)));
+}
+
+}  // namespace
 
 absl::Status ValidateQueueOptions(const QueueOptions& options) {
   if (!std::has_single_bit(options.ring_size) ||
       options.ring_size < kMinRingSize || options.ring_size > kMaxRingSize) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--ring-size ", options.ring_size,
-                     " is not allowed: use a power of two from ", kMinRingSize,
-                     " to ", kMaxRingSize));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ring-size ", options.ring_size,
+        " is not allowed: use a power of two from ", kMinRingSize, " to ",
+        kMaxRingSize));
   }
-  if (options.max_segments < 1 ||
-      options.max_segments > static_cast<uint32_t>(blkif::kMaxDirectSegments)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max-segments ", options.max_segments,
-                     " is not allowed: use 1 to ", blkif::kMaxDirectSegments));
+  if (options.max_segments < kMinSegments ||
+      options.max_segments > kMaxSegments) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-segments ", options.max_segments, " is not allowed: use ",
+        kMinSegments, " (direct requests only) to ", kMaxSegments,
+        " (indirect requests)"));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
-    const QueueOptions& options, std::unique_ptr<io::IoEngine> engine) {
+    const QueueOptions& options) {
   PVDISK_RETURN_IF_ERROR(ValidateQueueOptions(options));
   std::unique_ptr<Queue> queue(new Queue());
+  queue->options_ = options;
 
-  // Layout: ring pages, then one chunk of max_segments pages per ring slot,
-  // so a full ring never waits for data pages. A read keeps its chunks until
-  // it is answered whole (the reply is sent from them), so the pool must
-  // also hold the largest BlockIo at once, however small the ring.
+  // Region: ring pages, the data pool, then each ring id's indirect pages.
+  FrontendLayout& layout = queue->layout_;
+  layout.ring_slots = options.ring_size;
+  layout.max_segments = options.max_segments;
+  layout.pool_pages = PoolPages(options);
+  layout.table_pages_per_request =
+      options.max_segments > static_cast<uint32_t>(blkif::kMaxDirectSegments)
+          ? (options.max_segments + blkif::kSegmentsPerIndirectPage - 1) /
+                blkif::kSegmentsPerIndirectPage
+          : 0;
+  uint32_t data_pages =
+      layout.pool_pages + options.ring_size * layout.table_pages_per_request;
   size_t ring_bytes = blkif::RingBytes(options.ring_size);
-  uint64_t sectors_per_chunk = uint64_t{options.max_segments} * 8;
-  uint32_t chunk_count = std::max<uint32_t>(
-      options.ring_size,
-      static_cast<uint32_t>((kMaxBlockIoSectors + sectors_per_chunk - 1) /
-                            sectors_per_chunk));
-  uint32_t data_pages = chunk_count * options.max_segments;
+  queue->ring_pages_ = static_cast<uint32_t>(ring_bytes / blkif::kPageSize);
   size_t region_bytes = ring_bytes + size_t{data_pages} * blkif::kPageSize;
+
   PVDISK_ASSIGN_OR_RETURN(queue->region_,
                           SharedRegion::Create(options.name, region_bytes));
   PVDISK_ASSIGN_OR_RETURN(queue->front_mapping_, queue->region_->Map());
@@ -54,39 +75,46 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
 
   uint8_t* front = queue->front_mapping_->base();
   uint8_t* back = queue->back_mapping_->base();
+  queue->grants_ =
+      options.persistent
+          ? NewPersistentGrants(back + ring_bytes)
+          : NewPerRequestGrants(queue->region_.get(), ring_bytes,
+                                &queue->stats_);
   // The driver ring initialises the shared header, so it comes first.
-  auto driver_ring =
-      std::make_unique<BlkifDriverRing>(front, options.ring_size);
+  auto driver_ring = std::make_unique<BlkifDriverRing>(
+      front, options.ring_size, front + ring_bytes, options.notify);
   BlkifDeviceLimits limits;
   limits.disk_sectors = options.disk_sectors;
   limits.data_pages = data_pages;
   limits.max_segments = options.max_segments;
   limits.read_only = options.read_only;
-  auto device_ring = std::make_unique<BlkifDeviceRing>(
-      back, options.ring_size, back + ring_bytes, limits);
-
+  queue->device_ring_ = std::make_unique<BlkifDeviceRing>(
+      back, options.ring_size, queue->grants_.get(), limits, options.notify);
   queue->frontend_ = std::make_unique<FrontendQueue>(
-      std::move(driver_ring), front + ring_bytes,
-      ChunkPool(chunk_count, options.max_segments), options.ring_size,
-      queue->kick_.get(), queue->irq_.get(), &queue->stats_);
-  queue->backend_ = std::make_unique<BackendLoop>(
-      std::move(device_ring), std::move(engine), options.ring_size,
-      queue->kick_.get(), queue->irq_.get(), &queue->stats_);
+      std::move(driver_ring), front + ring_bytes, layout, queue->kick_.get(),
+      queue->irq_.get(), &queue->stats_);
   return queue;
 }
 
-Queue::~Queue() { Shutdown(); }
+Queue::~Queue() = default;
 
-void Queue::Start() {
-  backend_->Start();
-  frontend_->Start();
+BackendQueue Queue::ForBackend(int buffer_index) {
+  BackendQueue backend;
+  backend.ring = device_ring_.get();
+  backend.grants = grants_.get();
+  backend.kick = kick_.get();
+  backend.irq = irq_.get();
+  backend.stats = &stats_;
+  backend.ring_slots = options_.ring_size;
+  backend.buffer_index = buffer_index;
+  return backend;
 }
 
-void Queue::Shutdown() {
-  if (!frontend_) return;
-  frontend_->Drain();
-  backend_->Stop();
-  frontend_->Stop();
+iovec Queue::PoolBuffer() const {
+  if (!options_.persistent) return iovec{nullptr, 0};
+  size_t ring_bytes = blkif::RingBytes(options_.ring_size);
+  return iovec{back_mapping_->base() + ring_bytes,
+               size_t{layout_.pool_pages} * blkif::kPageSize};
 }
 
 }  // namespace pvdisk::transport

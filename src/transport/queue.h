@@ -1,8 +1,8 @@
-// Queue: one complete queue of a disk, wired together: a shared region with
-// the ring and the data pages, a kick and an interrupt eventfd, the frontend
-// (driver) side and the backend (device) side with its I/O engine, and the
-// queue's counters. The protocol today is blkif; a second frontend plugs in
-// at Create().
+// Queue: one queue of a disk, wired together: a shared region with the ring
+// and the data pages, a kick and an interrupt eventfd, the frontend (driver)
+// side, the backend's view of the ring (DeviceRing and GrantMapper), and the
+// queue's counters. A BackendLoop (see transport.h) drives the device side.
+// The protocol today is blkif; a second frontend plugs in at Create().
 #pragma once
 
 #include <cstdint>
@@ -10,11 +10,13 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "io/io_engine.h"
 #include "stats/queue_stats.h"
 #include "transport/backend_loop.h"
+#include "transport/device_ring.h"
 #include "transport/event_fd.h"
 #include "transport/frontend_queue.h"
+#include "transport/grant_mapper.h"
+#include "transport/ring_request.h"
 #include "transport/shared_region.h"
 
 namespace pvdisk::transport {
@@ -22,6 +24,9 @@ namespace pvdisk::transport {
 inline constexpr uint32_t kMinRingSize = 32;
 inline constexpr uint32_t kMaxRingSize = 4096;
 inline constexpr uint32_t kDefaultRingSize = 256;
+inline constexpr uint32_t kMinSegments = 11;
+inline constexpr uint32_t kMaxSegments = 4096;
+inline constexpr uint32_t kDefaultSegments = 32;
 // The largest BlockIo a queue must take whole: a 1 MiB FUSE request (the
 // kernel's max_pages = 256) plus one page for an unaligned start or end.
 inline constexpr uint64_t kMaxBlockIoSectors = (1 << 20) / 512 + 8;
@@ -29,7 +34,11 @@ inline constexpr uint64_t kMaxBlockIoSectors = (1 << 20) / 512 + 8;
 struct QueueOptions {
   std::string name;  // for the memfd, e.g. "pvdisk-disk0.img-q0"
   uint32_t ring_size = kDefaultRingSize;  // slots; power of two, 32..4096
-  uint32_t max_segments = 11;             // pages per ring request
+  // Data pages per ring request: 11 = direct requests only; more = indirect
+  // requests with up to 8 indirect pages of 512 segments.
+  uint32_t max_segments = kDefaultSegments;
+  bool persistent = true;  // persistent grants (see grant_mapper.h)
+  NotifyMode notify = NotifyMode::kEventIdx;
   uint64_t disk_sectors = 0;
   bool read_only = false;
 };
@@ -40,32 +49,42 @@ absl::Status ValidateQueueOptions(const QueueOptions& options);
 
 class Queue {
  public:
-  // Builds the queue; `engine` serves this queue only. Threads do not run
-  // until Start().
+  // Builds the queue. Its threads (completion thread, and the BackendLoop
+  // that will serve it) do not run yet.
   static absl::StatusOr<std::unique_ptr<Queue>> Create(
-      const QueueOptions& options, std::unique_ptr<io::IoEngine> engine);
+      const QueueOptions& options);
   ~Queue();
   Queue(const Queue&) = delete;
   Queue& operator=(const Queue&) = delete;
 
-  void Start();
-  // Waits for every submitted BlockIo to complete, then stops both threads.
-  void Shutdown();
-
   FrontendQueue& frontend() { return *frontend_; }
   stats::QueueStats& stats() { return stats_; }
+
+  // How a BackendLoop reaches this queue; `buffer_index` is the engine
+  // buffer that will hold the data pages, or -1.
+  BackendQueue ForBackend(int buffer_index);
+  // The backend's mapping of the data pool, for the engine to register as a
+  // fixed buffer. Empty when grants are not persistent.
+  iovec PoolBuffer() const;
+
+  uint32_t pool_pages() const { return layout_.pool_pages; }
+  uint32_t ring_pages() const { return ring_pages_; }
 
  private:
   Queue() = default;
 
+  QueueOptions options_;
+  FrontendLayout layout_;
+  uint32_t ring_pages_ = 0;
   stats::QueueStats stats_;
   std::unique_ptr<SharedRegion> region_;
   std::unique_ptr<RegionMapping> front_mapping_;
   std::unique_ptr<RegionMapping> back_mapping_;
   std::unique_ptr<EventFd> kick_;
   std::unique_ptr<EventFd> irq_;
+  std::unique_ptr<GrantMapper> grants_;
+  std::unique_ptr<DeviceRing> device_ring_;
   std::unique_ptr<FrontendQueue> frontend_;
-  std::unique_ptr<BackendLoop> backend_;
 };
 
 }  // namespace pvdisk::transport

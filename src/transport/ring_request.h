@@ -19,6 +19,12 @@ struct DataSegment {
   uint8_t last_sector;
 };
 
+// How a producer decides to notify its peer.
+enum class NotifyMode {
+  kEventIdx,  // only when the peer asked (event index in the pushed window)
+  kAlways,    // after every push that published something
+};
+
 struct RingRequest {
   BlockOp op = BlockOp::kRead;
   uint64_t id = 0;  // echoed in the response; indexes the queue's shadow table
@@ -27,6 +33,10 @@ struct RingRequest {
   uint64_t num_sectors = 0;
   const DataSegment* segments = nullptr;  // kRead/kWrite only
   uint32_t segment_count = 0;
+  // Pages reserved for this request (by id) where the protocol may write a
+  // segment table that does not fit in the slot: blkif's indirect pages.
+  const uint32_t* table_pages = nullptr;
+  uint32_t table_page_count = 0;
 };
 
 // Outcome of publishing a batch of requests or responses.
@@ -39,13 +49,12 @@ enum class PushResult {
 struct DeviceRequest {
   uint64_t id = 0;
   uint8_t wire_op = 0;  // the protocol's operation code, echoed in the response
+  bool indirect = false;  // its segments came from out-of-slot tables
   BlockOp op = BlockOp::kRead;
   uint64_t sector = 0;
   uint64_t num_sectors = 0;
-  uint32_t segment_count = 0;
-  // kRead/kWrite: the data, as addresses in the backend's own mapping of the
-  // region; adjacent segments are coalesced.
-  std::vector<iovec> iov;
+  // kRead/kWrite: the validated segments, in order.
+  std::vector<DataSegment> segments;
 };
 
 // What DeviceRing::TakeRequest found.

@@ -1,0 +1,127 @@
+#include "transport/transport.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+
+namespace pvdisk::transport {
+
+absl::StatusOr<QueueMap> ParseQueueMap(std::string_view text) {
+  if (text == "thread") return QueueMap::kThread;
+  if (text == "offset") return QueueMap::kOffset;
+  if (text == "round-robin") return QueueMap::kRoundRobin;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--queue-map '", absl::string_view(text.data(), text.size()),
+                   "' is not allowed: use thread, offset or round-robin"));
+}
+
+std::string_view QueueMapName(QueueMap map) {
+  switch (map) {
+    case QueueMap::kThread: return "thread";
+    case QueueMap::kOffset: return "offset";
+    case QueueMap::kRoundRobin: return "round-robin";
+  }
+  return "?";
+}
+
+absl::Status ValidateTransportOptions(const TransportOptions& options) {
+  if (options.queues < 1 || options.queues > kMaxQueues) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--queues ", options.queues,
+                     " is not allowed: use 1 to ", kMaxQueues));
+  }
+  if (options.backend_threads < 1 ||
+      options.backend_threads > options.queues) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--backend-threads ", options.backend_threads,
+        " is not allowed: use 1 to the number of queues (", options.queues,
+        ")"));
+  }
+  return ValidateQueueOptions(options.queue);
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(
+    const TransportOptions& options, const EngineFactory& make_engine) {
+  PVDISK_RETURN_IF_ERROR(ValidateTransportOptions(options));
+  std::unique_ptr<Transport> transport(new Transport());
+  transport->options_ = options;
+  for (uint32_t q = 0; q < options.queues; ++q) {
+    QueueOptions queue_options = options.queue;
+    queue_options.name = absl::StrCat(options.queue.name, "-q", q);
+    PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<Queue> queue,
+                            Queue::Create(queue_options));
+    transport->queues_.push_back(std::move(queue));
+  }
+  for (uint32_t t = 0; t < options.backend_threads; ++t) {
+    std::vector<BackendQueue> served;
+    std::vector<iovec> buffers;
+    uint32_t depth = 0;
+    for (uint32_t q = t; q < options.queues; q += options.backend_threads) {
+      Queue& queue = *transport->queues_[q];
+      iovec pool = queue.PoolBuffer();
+      int buffer_index = -1;
+      if (pool.iov_len > 0) {
+        buffer_index = static_cast<int>(buffers.size());
+        buffers.push_back(pool);
+      }
+      served.push_back(queue.ForBackend(buffer_index));
+      depth += options.queue.ring_size;
+    }
+    PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<io::IoEngine> engine,
+                            make_engine(depth));
+    if (!buffers.empty()) engine->OfferBuffers(std::move(buffers));
+    transport->backends_.push_back(std::make_unique<BackendLoop>(
+        std::move(served), std::move(engine), options.backend));
+  }
+  return transport;
+}
+
+Transport::~Transport() { Shutdown(); }
+
+void Transport::Start() {
+  started_ = true;
+  for (auto& backend : backends_) backend->Start();
+  for (auto& queue : queues_) queue->frontend().Start();
+}
+
+void Transport::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (!started_) return;
+  for (auto& queue : queues_) queue->frontend().Drain();
+  for (auto& backend : backends_) backend->Stop();
+  for (auto& queue : queues_) queue->frontend().Stop();
+}
+
+Queue& Transport::QueueFor(uint64_t sector) {
+  const uint32_t count = static_cast<uint32_t>(queues_.size());
+  if (count == 1) return *queues_[0];
+  switch (options_.queue_map) {
+    case QueueMap::kThread: {
+      // Each thread keeps the slot it got first; a thread serving several
+      // Transports shares one slot number among them, which is fine.
+      thread_local uint32_t slot = UINT32_MAX;
+      if (slot == UINT32_MAX) {
+        slot = next_.fetch_add(1, std::memory_order_relaxed);
+      }
+      return *queues_[slot % count];
+    }
+    case QueueMap::kOffset:
+      return *queues_[(sector >> 11) % count];  // 2048 sectors = 1 MiB
+    case QueueMap::kRoundRobin:
+      return *queues_[next_.fetch_add(1, std::memory_order_relaxed) % count];
+  }
+  return *queues_[0];
+}
+
+bool Transport::uses_fixed_buffers() const {
+  for (const auto& backend : backends_) {
+    if (!backend->engine().uses_fixed_buffers()) return false;
+  }
+  return !backends_.empty();
+}
+
+std::string_view Transport::engine_mode() const {
+  return backends_.empty() ? std::string_view() : backends_[0]->engine().mode();
+}
+
+}  // namespace pvdisk::transport

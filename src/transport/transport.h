@@ -1,0 +1,83 @@
+// Transport: all queues of one disk and the backend threads that serve them.
+// Queue q is served by backend thread q % backend_threads; each backend
+// thread has one I/O engine whose depth is the sum of its queues' ring
+// sizes. Which queue a request goes to is the QueueMap policy.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "io/io_engine.h"
+#include "transport/backend_loop.h"
+#include "transport/queue.h"
+
+namespace pvdisk::transport {
+
+inline constexpr uint32_t kMaxQueues = 64;
+
+// Which queue a request goes to.
+enum class QueueMap {
+  kThread,      // the submitting thread's queue, assigned round-robin to
+                // threads on first use (blk-mq's per-CPU software queues)
+  kOffset,      // by disk offset, 1 MiB stripes: sequential runs stay on one
+                // queue, random I/O spreads over all
+  kRoundRobin,  // each request to the next queue
+};
+
+absl::StatusOr<QueueMap> ParseQueueMap(std::string_view text);
+std::string_view QueueMapName(QueueMap map);
+
+struct TransportOptions {
+  QueueOptions queue;  // applies to every queue; `name` gets "-qN" appended
+  uint32_t queues = 2;
+  uint32_t backend_threads = 1;
+  QueueMap queue_map = QueueMap::kOffset;
+  BackendOptions backend;
+};
+
+// Checks queue counts and thread counts (and the queue options).
+absl::Status ValidateTransportOptions(const TransportOptions& options);
+
+// Makes the engine of one backend thread, of the given depth.
+using EngineFactory =
+    std::function<absl::StatusOr<std::unique_ptr<io::IoEngine>>(uint32_t)>;
+
+class Transport {
+ public:
+  static absl::StatusOr<std::unique_ptr<Transport>> Create(
+      const TransportOptions& options, const EngineFactory& make_engine);
+  ~Transport();
+
+  void Start();
+  // Waits for every submitted BlockIo to complete, then stops all threads.
+  // Idempotent.
+  void Shutdown();
+
+  // The queue for a request starting at `sector`, by the QueueMap policy.
+  Queue& QueueFor(uint64_t sector);
+  size_t queue_count() const { return queues_.size(); }
+  Queue& queue(size_t index) { return *queues_[index]; }
+  const TransportOptions& options() const { return options_; }
+  // Whether the backends really use fixed buffers (io_uring registered the
+  // data pools).
+  bool uses_fixed_buffers() const;
+  // The engine's description, e.g. "O_DIRECT".
+  std::string_view engine_mode() const;
+
+ private:
+  Transport() = default;
+
+  TransportOptions options_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  std::vector<std::unique_ptr<BackendLoop>> backends_;
+  std::atomic<uint32_t> next_{0};  // kRoundRobin and kThread assignment
+  bool started_ = false;
+  bool shut_down_ = false;
+};
+
+}  // namespace pvdisk::transport
