@@ -26,7 +26,7 @@ inline constexpr uint32_t kMaxRingSize = 4096;
 inline constexpr uint32_t kDefaultRingSize = 256;
 inline constexpr uint32_t kMinSegments = 11;
 inline constexpr uint32_t kMaxSegments = 4096;
-inline constexpr uint32_t kDefaultSegments = 32;
+inline constexpr uint32_t kDefaultSegments = 256;
 // The largest BlockIo a queue must take whole: a 1 MiB FUSE request (the
 // kernel's max_pages = 256) plus one page for an unaligned start or end.
 inline constexpr uint64_t kMaxBlockIoSectors = (1 << 20) / 512 + 8;

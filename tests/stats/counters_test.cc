@@ -14,16 +14,30 @@ namespace {
 // stats.json), so they are pinned here, in order.
 const std::vector<std::string_view>& ExpectedNames() {
   static const auto* names = new std::vector<std::string_view>{
-      "fuse_reads",        "fuse_writes",
-      "reqs_read",         "reqs_write",
-      "reqs_flush",        "reqs_discard",
-      "sectors_read",      "sectors_written",
-      "segments",          "splits",
-      "ring_full",         "inflight",
-      "inflight_max",      "engine_inflight_max",
-      "kicks_sent",        "kicks_suppressed",
-      "irqs_sent",         "irqs_suppressed",
-      "final_check_again", "errors",
+      "fuse_reads",
+      "fuse_writes",
+      "reqs_read",
+      "reqs_write",
+      "reqs_flush",
+      "reqs_discard",
+      "sectors_read",
+      "sectors_written",
+      "segments",
+      "indirect_reqs",
+      "splits",
+      "ring_full",
+      "inflight",
+      "inflight_max",
+      "engine_inflight_max",
+      "kicks_sent",
+      "kicks_suppressed",
+      "irqs_sent",
+      "irqs_suppressed",
+      "final_check_again",
+      "polls_hit",
+      "grant_maps",
+      "grant_unmaps",
+      "errors",
       "invalid_reqs",
   };
   return *names;
@@ -41,6 +55,11 @@ TEST(CountersTest, EnumIndexMatchesInfoTable) {
   EXPECT_EQ(kCounterInfo[Index(Counter::reqs_write)].name, "reqs_write");
   EXPECT_EQ(kCounterInfo[Index(Counter::inflight)].name, "inflight");
   EXPECT_EQ(kCounterInfo[Index(Counter::inflight_max)].name, "inflight_max");
+  EXPECT_EQ(kCounterInfo[Index(Counter::indirect_reqs)].name, "indirect_reqs");
+  EXPECT_EQ(kCounterInfo[Index(Counter::polls_hit)].name, "polls_hit");
+  EXPECT_EQ(kCounterInfo[Index(Counter::grant_maps)].name, "grant_maps");
+  EXPECT_EQ(kCounterInfo[Index(Counter::grant_unmaps)].name, "grant_unmaps");
+  EXPECT_EQ(Index(Counter::grant_unmaps), Index(Counter::grant_maps) + 1);
   EXPECT_EQ(kCounterInfo[Index(Counter::errors)].name, "errors");
   EXPECT_EQ(Index(Counter::invalid_reqs), kNumCounters - 1);
 }

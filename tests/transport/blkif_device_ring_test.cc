@@ -8,11 +8,13 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "ring_memory.h"
 #include "transport/blkif_driver_ring.h"
 #include "transport/blkif_format.h"
+#include "transport/grant_mapper.h"
 #include "transport/shared_index.h"
 
 namespace pvdisk::transport {
@@ -27,15 +29,18 @@ class BlkifDeviceRingTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(memory_.ok());
     // The frontend initialises the shared header (event indices 1).
-    BlkifDriverRing init(memory_.front_ring(), kSlots);
+    BlkifDriverRing init(memory_.front_ring(), kSlots, memory_.front_data(),
+                         NotifyMode::kEventIdx);
+    grants_ = NewPersistentGrants(memory_.back_data());
     limits_.disk_sectors = kDiskSectors;
     limits_.data_pages = kDataPages;
     MakeDevice();
   }
 
   void MakeDevice() {
-    device_ = std::make_unique<BlkifDeviceRing>(memory_.back_ring(), kSlots,
-                                                memory_.back_data(), limits_);
+    device_ = std::make_unique<BlkifDeviceRing>(
+        memory_.back_ring(), kSlots, grants_.get(), limits_,
+        NotifyMode::kEventIdx);
   }
 
   // Publishes `slot` as the next request, as a frontend would.
@@ -113,6 +118,7 @@ class BlkifDeviceRingTest : public ::testing::Test {
   }
 
   testing::RingMemory memory_{kSlots, kDataPages};
+  std::unique_ptr<GrantMapper> grants_;
   BlkifDeviceLimits limits_;
   std::unique_ptr<BlkifDeviceRing> device_;
   uint32_t req_prod_ = 0;
@@ -135,8 +141,18 @@ TEST_F(BlkifDeviceRingTest, SegmentCountMustBeOneToEleven) {
   ExpectInvalid(ReadWrite(blkif::kOpRead, 3, 0, 12));
   ExpectInvalid(ReadWrite(blkif::kOpRead, 4, 0, 255));
   DeviceRequest request = ExpectValid(ReadWrite(blkif::kOpRead, 5, 0, 11));
-  EXPECT_EQ(request.segment_count, 11u);
+  EXPECT_EQ(request.segments.size(), 11u);
   EXPECT_EQ(request.num_sectors, 88u);
+  EXPECT_FALSE(request.indirect);
+}
+
+TEST_F(BlkifDeviceRingTest, DirectRequestsStayAtElevenWithIndirectEnabled) {
+  limits_.max_segments = 1024;
+  MakeDevice();
+  ExpectInvalid(ReadWrite(blkif::kOpRead, 1, 0, 12));
+  ExpectInvalid(ReadWrite(blkif::kOpWrite, 2, 0, 255));
+  EXPECT_EQ(ExpectValid(ReadWrite(blkif::kOpRead, 3, 0, 11)).segments.size(),
+            11u);
 }
 
 TEST_F(BlkifDeviceRingTest, SegmentCountMustRespectNegotiatedLimit) {
@@ -158,9 +174,9 @@ TEST_F(BlkifDeviceRingTest, GrantReferenceMustBeADataPage) {
   slot.req.id = 3;
   slot.req.seg[2].gref = kDataPages - 1;
   DeviceRequest request = ExpectValid(slot);
-  ASSERT_EQ(request.iov.size(), 2u);
-  EXPECT_EQ(request.iov[1].iov_base,
-            memory_.back_data() + (kDataPages - 1) * 4096);
+  EXPECT_EQ(testing::Tuples(request.segments),
+            (std::vector<testing::SegmentTuple>{
+                {0, 0, 7}, {1, 0, 7}, {kDataPages - 1, 0, 7}}));
 }
 
 TEST_F(BlkifDeviceRingTest, SectorsInsideThePage) {
@@ -181,9 +197,8 @@ TEST_F(BlkifDeviceRingTest, SectorsInsideThePage) {
   slot.req.seg[0].last_sect = 7;
   DeviceRequest request = ExpectValid(slot);
   EXPECT_EQ(request.num_sectors, 1u);
-  ASSERT_EQ(request.iov.size(), 1u);
-  EXPECT_EQ(request.iov[0].iov_base, memory_.back_data() + 7 * 512);
-  EXPECT_EQ(request.iov[0].iov_len, 512u);
+  EXPECT_EQ(testing::Tuples(request.segments),
+            (std::vector<testing::SegmentTuple>{{0, 7, 7}}));
 }
 
 TEST_F(BlkifDeviceRingTest, RangeMustEndInsideTheDisk) {
@@ -209,7 +224,7 @@ TEST_F(BlkifDeviceRingTest, FlushTakesNoSegments) {
   EXPECT_EQ(request.op, BlockOp::kFlush);
   EXPECT_EQ(request.sector, 0u);
   EXPECT_EQ(request.num_sectors, 0u);
-  EXPECT_TRUE(request.iov.empty());
+  EXPECT_TRUE(request.segments.empty());
 }
 
 TEST_F(BlkifDeviceRingTest, DiscardChecks) {
@@ -234,7 +249,7 @@ TEST_F(BlkifDeviceRingTest, DiscardChecks) {
   EXPECT_EQ(zeroes.op, BlockOp::kWriteZeroes);
   EXPECT_EQ(zeroes.wire_op, blkif::kOpDiscard);
   EXPECT_EQ(zeroes.num_sectors, 8u);
-  EXPECT_TRUE(zeroes.iov.empty());
+  EXPECT_TRUE(zeroes.segments.empty());
 }
 
 TEST_F(BlkifDeviceRingTest, ReadOnlyDeviceRefusesWritesAndDiscards) {
@@ -248,36 +263,29 @@ TEST_F(BlkifDeviceRingTest, ReadOnlyDeviceRefusesWritesAndDiscards) {
   EXPECT_EQ(ExpectValid(flush).op, BlockOp::kFlush);
 }
 
-TEST_F(BlkifDeviceRingTest, ValidReadCoalescesContiguousSegments) {
+// The device ring hands the segments over as validated, in order; joining
+// adjacent ones into iovecs is the BackendLoop's business.
+TEST_F(BlkifDeviceRingTest, ValidReadKeepsSegmentsInOrder) {
   blkif::Slot slot = ReadWrite(blkif::kOpRead, 77, 40, 6);
   slot.req.seg[0] = {3, 2, 7, 0};   // page 3, sectors 2..7
   slot.req.seg[1] = {4, 0, 7, 0};   // page 4: continues page 3
   slot.req.seg[2] = {5, 0, 1, 0};   // page 5, sectors 0..1: continues
-  slot.req.seg[3] = {9, 0, 3, 0};   // page 9: a new piece
-  slot.req.seg[4] = {9, 5, 7, 0};   // a gap at sector 4: a new piece
+  slot.req.seg[3] = {9, 0, 3, 0};   // page 9: elsewhere
+  slot.req.seg[4] = {9, 5, 7, 0};   // a gap at sector 4
   slot.req.seg[5] = {10, 0, 7, 0};  // continues page 9
   DeviceRequest request = ExpectValid(slot);
   EXPECT_EQ(request.op, BlockOp::kRead);
   EXPECT_EQ(request.wire_op, blkif::kOpRead);
+  EXPECT_FALSE(request.indirect);
   EXPECT_EQ(request.sector, 40u);
-  EXPECT_EQ(request.segment_count, 6u);
   EXPECT_EQ(request.num_sectors, 6u + 8 + 2 + 4 + 3 + 8);
-  uint8_t* data = memory_.back_data();
-  ASSERT_EQ(request.iov.size(), 3u);
-  EXPECT_EQ(request.iov[0].iov_base, data + 3 * 4096 + 2 * 512);
-  EXPECT_EQ(request.iov[0].iov_len, (6u + 8 + 2) * 512);
-  EXPECT_EQ(request.iov[1].iov_base, data + 9 * 4096);
-  EXPECT_EQ(request.iov[1].iov_len, 4u * 512);
-  EXPECT_EQ(request.iov[2].iov_base, data + 9 * 4096 + 5 * 512);
-  EXPECT_EQ(request.iov[2].iov_len, (3u + 8) * 512);
-  size_t total = 0;
-  for (const iovec& piece : request.iov) {
-    uint8_t* base = static_cast<uint8_t*>(piece.iov_base);
-    EXPECT_GE(base, data);
-    EXPECT_LE(base + piece.iov_len, data + memory_.data_bytes());
-    total += piece.iov_len;
-  }
-  EXPECT_EQ(total, request.num_sectors * 512);
+  EXPECT_EQ(testing::Tuples(request.segments),
+            (std::vector<testing::SegmentTuple>{{3, 2, 7},
+                                                {4, 0, 7},
+                                                {5, 0, 1},
+                                                {9, 0, 3},
+                                                {9, 5, 7},
+                                                {10, 0, 7}}));
 }
 
 TEST_F(BlkifDeviceRingTest, ReusedRequestObjectIsFullyOverwritten) {
@@ -286,14 +294,30 @@ TEST_F(BlkifDeviceRingTest, ReusedRequestObjectIsFullyOverwritten) {
   DeviceRequest request;
   Push(ReadWrite(blkif::kOpRead, 1, 0, 11));
   ASSERT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
-  ASSERT_EQ(request.iov.size(), 1u);
+  ASSERT_EQ(request.segments.size(), 11u);
   Push(Discard(2, 16, 8, 0));
   ASSERT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
   EXPECT_EQ(request.op, BlockOp::kDiscard);
-  EXPECT_TRUE(request.iov.empty());
-  EXPECT_EQ(request.segment_count, 0u);
+  EXPECT_TRUE(request.segments.empty());
   EXPECT_EQ(request.sector, 16u);
   EXPECT_EQ(request.num_sectors, 8u);
+
+  // An indirect request, then a direct one: `indirect` is reset too.
+  limits_.max_segments = 1024;
+  limits_.disk_sectors = kBigDisk;
+  MakeDevice();
+  WriteSegmentList(UniformSegments(20), {14});
+  Push(Indirect(blkif::kOpRead, 3, 0, 20, {14}));
+  ASSERT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
+  EXPECT_TRUE(request.indirect);
+  EXPECT_EQ(request.segments.size(), 20u);
+  Push(ReadWrite(blkif::kOpWrite, 4, 8, 2));
+  ASSERT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
+  EXPECT_FALSE(request.indirect);
+  EXPECT_EQ(request.op, BlockOp::kWrite);
+  EXPECT_EQ(request.wire_op, blkif::kOpWrite);
+  EXPECT_EQ(request.segments.size(), 2u);
+  EXPECT_EQ(request.num_sectors, 16u);
 }
 
 TEST_F(BlkifDeviceRingTest, DecodedRequestIsAPrivateCopy) {
@@ -317,10 +341,8 @@ TEST_F(BlkifDeviceRingTest, DecodedRequestIsAPrivateCopy) {
   EXPECT_EQ(request.wire_op, blkif::kOpWrite);
   EXPECT_EQ(request.sector, 64u);
   EXPECT_EQ(request.num_sectors, 16u);
-  EXPECT_EQ(request.segment_count, 2u);
-  ASSERT_EQ(request.iov.size(), 1u);
-  EXPECT_EQ(request.iov[0].iov_base, memory_.back_data());
-  EXPECT_EQ(request.iov[0].iov_len, 2u * 4096);
+  EXPECT_EQ(testing::Tuples(request.segments),
+            (std::vector<testing::SegmentTuple>{{0, 0, 7}, {1, 0, 7}}));
   // The response echoes the fetched id and operation, not the rewritten ones.
   blkif::Response response = Answer(request, 0);
   EXPECT_EQ(response.id, 5u);

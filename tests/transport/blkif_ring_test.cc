@@ -13,6 +13,7 @@
 #include "transport/blkif_device_ring.h"
 #include "transport/blkif_driver_ring.h"
 #include "transport/blkif_format.h"
+#include "transport/grant_mapper.h"
 
 namespace pvdisk::transport {
 namespace {
@@ -25,12 +26,20 @@ class BlkifRingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(memory_.ok());
-    driver_ = std::make_unique<BlkifDriverRing>(memory_.front_ring(), kSlots);
+    grants_ = NewPersistentGrants(memory_.back_data());
+    MakeRings(NotifyMode::kEventIdx, NotifyMode::kEventIdx);
+  }
+
+  // (Re)initialises the shared ring with a fresh pair of ends.
+  void MakeRings(NotifyMode driver_mode, NotifyMode device_mode) {
+    device_.reset();
+    driver_ = std::make_unique<BlkifDriverRing>(
+        memory_.front_ring(), kSlots, memory_.front_data(), driver_mode);
     BlkifDeviceLimits limits;
     limits.disk_sectors = kDiskSectors;
     limits.data_pages = kDataPages;
-    device_ = std::make_unique<BlkifDeviceRing>(memory_.back_ring(), kSlots,
-                                                memory_.back_data(), limits);
+    device_ = std::make_unique<BlkifDeviceRing>(
+        memory_.back_ring(), kSlots, grants_.get(), limits, device_mode);
   }
 
   // Writes (without publishing) a one-page read or write of page `page`.
@@ -62,6 +71,7 @@ class BlkifRingTest : public ::testing::Test {
   }
 
   testing::RingMemory memory_{kSlots, kDataPages};
+  std::unique_ptr<GrantMapper> grants_;
   std::unique_ptr<BlkifDriverRing> driver_;
   std::unique_ptr<BlkifDeviceRing> device_;
 };
@@ -99,17 +109,19 @@ TEST_F(BlkifRingTest, ReadRequestAndResponseRoundTrip) {
   EXPECT_EQ(taken.op, BlockOp::kRead);
   EXPECT_EQ(taken.sector, 100u);
   EXPECT_EQ(taken.num_sectors, 16u);
-  EXPECT_EQ(taken.segment_count, 3u);
-  // Pages 3 and 4 are adjacent and coalesce; page 9 starts elsewhere.
-  ASSERT_EQ(taken.iov.size(), 2u);
-  EXPECT_EQ(taken.iov[0].iov_base, memory_.back_data() + 3 * 4096);
-  EXPECT_EQ(taken.iov[0].iov_len, 12u * 512);
-  EXPECT_EQ(taken.iov[1].iov_base, memory_.back_data() + 9 * 4096 + 2 * 512);
-  EXPECT_EQ(taken.iov[1].iov_len, 4u * 512);
+  EXPECT_FALSE(taken.indirect);
+  // The segments arrive exactly as written, in order.
+  EXPECT_EQ(testing::Tuples(taken.segments),
+            testing::Tuples(segments, std::size(segments)));
   EXPECT_EQ(device_->TakeRequest(&taken), TakeResult::kNone);
 
-  // The backend fills the buffer; the frontend sees it in its own mapping.
-  std::memset(taken.iov[1].iov_base, 0xAB, taken.iov[1].iov_len);
+  // The backend fills the third segment's sectors through its own mapping;
+  // the frontend sees them in its mapping.
+  PageMapping mapping;
+  ASSERT_TRUE(grants_->MapPages(taken.segments[2].page, 1, &mapping));
+  std::memset(mapping.address + taken.segments[2].first_sector * 512, 0xAB,
+              4 * 512);
+  grants_->UnmapPages(mapping);
   device_->PutResponse(taken, 0);
   EXPECT_TRUE(Consume().empty());  // not published yet
   EXPECT_EQ(device_->PublishResponses(), PushResult::kNotify);
@@ -141,7 +153,7 @@ TEST_F(BlkifRingTest, NonDataOperationsRoundTrip) {
   DeviceRequest a = TakeValid();
   EXPECT_EQ(a.op, BlockOp::kFlush);
   EXPECT_EQ(a.wire_op, blkif::kOpFlushDiskCache);
-  EXPECT_TRUE(a.iov.empty());
+  EXPECT_TRUE(a.segments.empty());
   DeviceRequest b = TakeValid();
   EXPECT_EQ(b.op, BlockOp::kDiscard);
   EXPECT_EQ(b.wire_op, blkif::kOpDiscard);
@@ -315,9 +327,10 @@ TEST_F(BlkifRingTest, ManyCyclesWrapTheSlotsAndKeepNotifying) {
       ASSERT_EQ(request.id, id);
       ASSERT_EQ(request.op, id % 2 ? BlockOp::kWrite : BlockOp::kRead);
       ASSERT_EQ(request.sector, (id % 1000) * 8);
-      ASSERT_EQ(request.iov.size(), 1u);
-      ASSERT_EQ(request.iov[0].iov_base,
-                memory_.back_data() + (id % kDataPages) * 4096);
+      ASSERT_EQ(request.segments.size(), 1u);
+      ASSERT_EQ(request.segments[0].page, id % kDataPages);
+      ASSERT_EQ(request.segments[0].first_sector, 0u);
+      ASSERT_EQ(request.segments[0].last_sector, 7u);
       taken.push_back(std::move(request));
     }
     DeviceRequest none;
@@ -342,6 +355,105 @@ TEST_F(BlkifRingTest, ManyCyclesWrapTheSlotsAndKeepNotifying) {
   EXPECT_EQ(memory_.header()->req_prod, static_cast<uint32_t>(next_id));
   EXPECT_EQ(memory_.header()->rsp_prod, static_cast<uint32_t>(next_id));
   EXPECT_GT(next_id, 100u * kSlots);
+}
+
+// NotifyMode::kAlways: every push that published something notifies, whether
+// or not the peer asked (did its final check) -- on both sides.
+TEST_F(BlkifRingTest, AlwaysModeNotifiesOnEveryPush) {
+  MakeRings(NotifyMode::kAlways, NotifyMode::kAlways);
+  EXPECT_EQ(driver_->Publish(), PushResult::kNothing);
+  WritePageRequest(BlockOp::kRead, 0, 0, 0);
+  EXPECT_EQ(driver_->Publish(), PushResult::kNotify);
+  // The backend has not done its final check: event-idx would suppress.
+  WritePageRequest(BlockOp::kRead, 1, 8, 1);
+  EXPECT_EQ(driver_->Publish(), PushResult::kNotify);
+  WritePageRequest(BlockOp::kWrite, 2, 16, 2);
+  WritePageRequest(BlockOp::kWrite, 3, 24, 3);
+  EXPECT_EQ(driver_->Publish(), PushResult::kNotify);
+  EXPECT_EQ(driver_->Publish(), PushResult::kNothing);
+
+  std::vector<DeviceRequest> taken;
+  for (int i = 0; i < 4; ++i) taken.push_back(TakeValid());
+  // With the backend's final check done, still kNotify.
+  EXPECT_FALSE(device_->FinalCheckForRequests());
+  WritePageRequest(BlockOp::kRead, 4, 32, 4);
+  EXPECT_EQ(driver_->Publish(), PushResult::kNotify);
+  WritePageRequest(BlockOp::kRead, 5, 40, 5);
+  EXPECT_EQ(driver_->Publish(), PushResult::kNotify);
+  taken.push_back(TakeValid());
+  taken.push_back(TakeValid());
+
+  EXPECT_EQ(device_->PublishResponses(), PushResult::kNothing);
+  device_->PutResponse(taken[0], 0);
+  EXPECT_EQ(device_->PublishResponses(), PushResult::kNotify);
+  // The frontend has not done its final check: event-idx would suppress.
+  device_->PutResponse(taken[1], 0);
+  EXPECT_EQ(device_->PublishResponses(), PushResult::kNotify);
+  device_->PutResponse(taken[2], 0);
+  device_->PutResponse(taken[3], -EIO);
+  EXPECT_EQ(device_->PublishResponses(), PushResult::kNotify);
+  EXPECT_EQ(device_->PublishResponses(), PushResult::kNothing);
+  EXPECT_EQ(Consume().size(), 4u);
+  // With the frontend's final check done, still kNotify.
+  EXPECT_FALSE(driver_->FinalCheckForResponses());
+  device_->PutResponse(taken[4], 0);
+  EXPECT_EQ(device_->PublishResponses(), PushResult::kNotify);
+  device_->PutResponse(taken[5], 0);
+  EXPECT_EQ(device_->PublishResponses(), PushResult::kNotify);
+  EXPECT_EQ(Consume().size(), 2u);
+  EXPECT_EQ(driver_->FreeSlots(), kSlots);
+}
+
+TEST_F(BlkifRingTest, AlwaysModeNeverSuppressesOverManyCycles) {
+  MakeRings(NotifyMode::kAlways, NotifyMode::kAlways);
+  uint64_t next_id = 0;
+  for (int cycle = 0; cycle < 2000; ++cycle) {
+    const uint32_t batch = 1 + static_cast<uint32_t>(cycle) % 5;
+    const bool final_checks = cycle % 3 == 0;
+    std::vector<DeviceRequest> taken;
+    for (uint32_t b = 0; b < batch; ++b, ++next_id) {
+      WritePageRequest(BlockOp::kRead, next_id, 0,
+                       static_cast<uint32_t>(next_id % kDataPages));
+      // One push per request: event-idx would suppress all but the first.
+      ASSERT_EQ(driver_->Publish(), PushResult::kNotify) << "cycle " << cycle;
+    }
+    for (uint32_t b = 0; b < batch; ++b) taken.push_back(TakeValid());
+    if (final_checks) ASSERT_FALSE(device_->FinalCheckForRequests());
+    for (const DeviceRequest& request : taken) {
+      device_->PutResponse(request, 0);
+      ASSERT_EQ(device_->PublishResponses(), PushResult::kNotify)
+          << "cycle " << cycle;
+    }
+    ASSERT_EQ(Consume().size(), batch);
+    if (final_checks) ASSERT_FALSE(driver_->FinalCheckForResponses());
+  }
+}
+
+// The two sides choose their mode independently.
+TEST_F(BlkifRingTest, NotifyModeIsPerSide) {
+  MakeRings(NotifyMode::kAlways, NotifyMode::kEventIdx);
+  for (uint32_t i = 0; i < 3; ++i) {
+    WritePageRequest(BlockOp::kRead, i, 0, i);
+    EXPECT_EQ(driver_->Publish(), PushResult::kNotify);
+  }
+  std::vector<DeviceRequest> taken;
+  for (int i = 0; i < 3; ++i) taken.push_back(TakeValid());
+  device_->PutResponse(taken[0], 0);
+  EXPECT_EQ(device_->PublishResponses(), PushResult::kNotify);
+  device_->PutResponse(taken[1], 0);
+  EXPECT_EQ(device_->PublishResponses(), PushResult::kSuppressed);
+
+  MakeRings(NotifyMode::kEventIdx, NotifyMode::kAlways);
+  WritePageRequest(BlockOp::kRead, 0, 0, 0);
+  EXPECT_EQ(driver_->Publish(), PushResult::kNotify);
+  WritePageRequest(BlockOp::kRead, 1, 0, 1);
+  EXPECT_EQ(driver_->Publish(), PushResult::kSuppressed);
+  DeviceRequest a = TakeValid();
+  DeviceRequest b = TakeValid();
+  device_->PutResponse(a, 0);
+  EXPECT_EQ(device_->PublishResponses(), PushResult::kNotify);
+  device_->PutResponse(b, 0);
+  EXPECT_EQ(device_->PublishResponses(), PushResult::kNotify);
 }
 
 }  // namespace

@@ -3,11 +3,14 @@
 // transport::Queue lays it out.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "transport/blkif_format.h"
+#include "transport/ring_request.h"
 #include "transport/shared_region.h"
 
 namespace pvdisk::transport::testing {
@@ -39,6 +42,10 @@ class RingMemory {
   uint8_t* front_data() const { return front_->base() + ring_bytes_; }
   uint8_t* back_data() const { return back_->base() + ring_bytes_; }
   size_t data_bytes() const { return back_->size() - ring_bytes_; }
+  // The region itself and where its data pages start, for per-request
+  // grants.
+  const SharedRegion* region() const { return region_.get(); }
+  size_t ring_bytes() const { return ring_bytes_; }
 
   // The shared structures as the frontend's mapping shows them.
   blkif::SharedRingHeader* header() const {
@@ -57,5 +64,23 @@ class RingMemory {
   std::unique_ptr<RegionMapping> front_;
   std::unique_ptr<RegionMapping> back_;
 };
+
+// DataSegment has no operator==; compare and print these instead.
+using SegmentTuple = std::array<uint32_t, 3>;
+
+inline std::vector<SegmentTuple> Tuples(const DataSegment* segments,
+                                        size_t count) {
+  std::vector<SegmentTuple> tuples;
+  for (size_t i = 0; i < count; ++i) {
+    tuples.push_back({segments[i].page, segments[i].first_sector,
+                      segments[i].last_sector});
+  }
+  return tuples;
+}
+
+inline std::vector<SegmentTuple> Tuples(
+    const std::vector<DataSegment>& segments) {
+  return Tuples(segments.data(), segments.size());
+}
 
 }  // namespace pvdisk::transport::testing
