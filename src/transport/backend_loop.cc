@@ -228,10 +228,20 @@ bool BackendLoop::FinalChecks() {
   return more;
 }
 
-bool BackendLoop::Poll() {
+bool BackendLoop::Poll(std::vector<io::IoCompletion>& completions) {
   auto deadline = std::chrono::steady_clock::now() +
                   std::chrono::microseconds(options_.poll_us);
   do {
+    // Submits what TakeRequests() queued and reaps what finished, so that
+    // polling never holds back requests already taken.
+    int got = engine_->Run(/*wait=*/false, completions);
+    if (got > 0) {
+      const io::IoCompletion& first = completions.front();
+      uint32_t q = static_cast<uint32_t>(first.wake ? first.tag
+                                                    : first.tag >> 32);
+      if (q < queues_.size()) queues_[q].queue.stats->Add(Counter::polls_hit);
+      return true;
+    }
     for (QueueState& state : queues_) {
       if (!state.broken && !state.free_slots.empty() &&
           state.queue.ring->HasRequests()) {
@@ -263,12 +273,12 @@ void BackendLoop::Run() {
     // Before sleeping: poll a while if asked, then ask every ring to kick us
     // for its next request and look once more. At the cap there is no point:
     // only a completion can let us take more.
+    completions.clear();
     bool more = false;
     if (!capped && !AtCap()) {
-      more = (options_.poll_us > 0 && Poll()) || FinalChecks();
+      more = (options_.poll_us > 0 && Poll(completions)) || FinalChecks();
     }
-    completions.clear();
-    int got = engine_->Run(/*wait=*/!more, completions);
+    int got = engine_->Run(/*wait=*/!more && completions.empty(), completions);
     if (got < 0) {
       LogInfo("backend engine failed: errno %d", -got);
       return;

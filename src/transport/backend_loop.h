@@ -85,8 +85,9 @@ class BackendLoop {
   bool AtCap() const;
   // Final checks on every ring that could take more; true if work arrived.
   bool FinalChecks();
-  // Spins up to poll_us for a request or a completion; true if found.
-  bool Poll();
+  // Spins up to poll_us for a request or a completion (appended to
+  // `completions`); true if either was found.
+  bool Poll(std::vector<io::IoCompletion>& completions);
   bool AllIdle() const;
 
   std::vector<QueueState> queues_;

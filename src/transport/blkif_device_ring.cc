@@ -111,6 +111,9 @@ TakeResult BlkifDeviceRing::DecodeIndirect(
   if (count == 0 || count > limits_.max_segments) return TakeResult::kInvalid;
   uint32_t pages = (count + blkif::kSegmentsPerIndirectPage - 1) /
                    blkif::kSegmentsPerIndirectPage;
+  if (pages > static_cast<uint32_t>(blkif::kMaxIndirectPages)) {
+    return TakeResult::kInvalid;
+  }
   // Copy each indirect page's part of the list once, then look only at the
   // copy.
   indirect_copy_.resize(count);

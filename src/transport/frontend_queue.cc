@@ -44,17 +44,20 @@ void FrontendQueue::Submit(BlockIo* io) {
                     (io->num_sectors + sectors_per_request_ - 1) /
                     sectors_per_request_)
               : 1;
-  if (io->op == BlockOp::kRead) {
-    // Every child's run, rounded up to a power of two, must fit in the pool
-    // at once (pool_.pages() is constant, so reading it unlocked is safe).
+  if (is_data) {
+    // A BlockIo the pool can never hold would wait forever: each child's
+    // run (rounded up to a power of two) must fit, and a read keeps all its
+    // runs until it is answered. pool_.pages() never changes, so reading it
+    // unlocked is safe.
     uint64_t run = PagePool::RunPages(PagesFor(
         std::min<uint64_t>(io->num_sectors, sectors_per_request_)));
-    if (run * state.children > pool_.pages()) {
+    uint64_t held_at_once = io->op == BlockOp::kRead ? state.children : 1;
+    if (run * held_at_once > pool_.pages()) {
       io->Complete(-EINVAL, {});
       return;
     }
-    state.first_pages.resize(state.children);
   }
+  if (io->op == BlockOp::kRead) state.first_pages.resize(state.children);
   if (state.children > 1) stats_->Add(Counter::splits, state.children - 1);
 
   bool kick;

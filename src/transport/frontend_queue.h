@@ -55,9 +55,9 @@ class FrontendQueue {
   void Start();
 
   // Takes `io` into the queue's care until io->Complete() is called.
-  // A read needing more data pages than the whole pool can never be served
-  // (it keeps its pages until answered) and completes at once with -EINVAL;
-  // Queue sizes the pool for kMaxBlockIoSectors.
+  // A BlockIo the pool can never hold (a read keeps all its pages until
+  // answered; a write needs one ring request's pages at a time) completes at
+  // once with -EINVAL; Queue sizes the pool for kMaxBlockIoSectors.
   // REQUIRES: io->num_sectors > 0 for reads and writes; Start() was called.
   void Submit(BlockIo* io);
 

@@ -269,6 +269,23 @@ TEST_P(EngineTest, RefusesMalformedRequests) {
   EXPECT_EQ(engine_->inflight(), 0u);
 }
 
+// OfferBuffers() is optional for every engine: requests naming an offered
+// buffer work whether or not the engine registers it, and only uring does.
+TEST_P(EngineTest, OfferedBuffersAreOptional) {
+  AlignedBuffer buffer(16384);
+  Fill(buffer, 9);
+  engine_->OfferBuffers({iovec{buffer.data(), buffer.size()}});
+  std::vector<iovec> iov = {{buffer.data() + 4096, 8192}};
+  IoRequest write = Rw(IoOp::kWrite, 65536, iov);
+  write.buffer_index = 0;
+  EXPECT_EQ(Do(*engine_, write), 8192);
+  EXPECT_EQ(engine_->uses_fixed_buffers(), GetParam() == EngineKind::kUring);
+  if (does_io()) {
+    EXPECT_EQ(ReadThroughEngine(65536, 8192),
+              std::string(buffer.data() + 4096, 8192));
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllKinds, EngineTest,
                          ::testing::Values(EngineKind::kUring,
                                            EngineKind::kSync,

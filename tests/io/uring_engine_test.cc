@@ -3,7 +3,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -105,6 +107,146 @@ TEST_F(UringEngineTest, WaitingWithNothingToWaitForReturns) {
   if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   std::vector<IoCompletion> out;
   EXPECT_EQ(engine_->Run(/*wait=*/true, out), 0);
+}
+
+// Fixed buffers: memory offered with OfferBuffers() is registered when the
+// ring is set up (on the first Queue() or Run()), and a request naming it
+// with buffer_index and one iovec inside it goes as READ_FIXED/WRITE_FIXED.
+TEST_F(UringEngineTest, FixedBufferRequestsMoveTheRightBytes) {
+  SetUpWithDepth(8);
+  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+  AlignedBuffer buffer(64 * 1024);
+  engine_->OfferBuffers({iovec{buffer.data(), buffer.size()}});
+  EXPECT_FALSE(engine_->uses_fixed_buffers());  // no ring yet
+
+  // Write 8 KiB from the middle of the buffer, with buffer_index 0.
+  for (size_t i = 0; i < 8192; ++i) {
+    buffer.data()[16384 + i] = static_cast<char>(i * 7 + 3);
+  }
+  const std::string written(buffer.data() + 16384, 8192);
+  std::vector<iovec> out = {{buffer.data() + 16384, 8192}};
+  IoRequest write = Rw(IoOp::kWrite, 4096 * 10, out, 1);
+  write.buffer_index = 0;
+  EXPECT_EQ(Do(*engine_, write), 8192);
+  EXPECT_TRUE(engine_->uses_fixed_buffers());
+  EXPECT_EQ(ReadFileRange(image_path_, 4096 * 10, 8192), written);
+
+  // Read it back into another part of the same buffer.
+  std::vector<iovec> in = {{buffer.data() + 40960, 8192}};
+  IoRequest read = Rw(IoOp::kRead, 4096 * 10, in, 2);
+  read.buffer_index = 0;
+  EXPECT_EQ(Do(*engine_, read), 8192);
+  EXPECT_EQ(std::string(buffer.data() + 40960, 8192), written);
+
+  // A request naming the buffer but with two iovecs cannot be one fixed
+  // transfer: it still works, the ordinary way.
+  std::memset(buffer.data(), 0, 8192);
+  std::vector<iovec> two = {{buffer.data(), 4096},
+                            {buffer.data() + 4096, 4096}};
+  IoRequest split = Rw(IoOp::kRead, 4096 * 10, two, 3);
+  split.buffer_index = 0;
+  EXPECT_EQ(Do(*engine_, split), 8192);
+  EXPECT_EQ(std::string(buffer.data(), 8192), written);
+  std::vector<iovec> two_out = {{buffer.data() + 40960, 4096},
+                                {buffer.data() + 16384, 4096}};
+  IoRequest split_write = Rw(IoOp::kWrite, 0, two_out, 4);
+  split_write.buffer_index = 0;
+  EXPECT_EQ(Do(*engine_, split_write), 8192);
+  EXPECT_EQ(ReadFileRange(image_path_, 0, 4096), written.substr(0, 4096));
+  EXPECT_EQ(ReadFileRange(image_path_, 4096, 4096), written.substr(0, 4096));
+
+  // An index that names no offered buffer also goes the ordinary way.
+  std::memset(buffer.data(), 0, 4096);
+  std::vector<iovec> one = {{buffer.data(), 4096}};
+  IoRequest unknown = Rw(IoOp::kRead, 4096 * 11, one, 5);
+  unknown.buffer_index = 7;
+  EXPECT_EQ(Do(*engine_, unknown), 4096);
+  EXPECT_EQ(std::string(buffer.data(), 4096), written.substr(4096));
+  EXPECT_TRUE(engine_->uses_fixed_buffers());
+  EXPECT_EQ(engine_->inflight(), 0u);
+}
+
+// Evidence that a registered buffer really goes as a fixed transfer: the
+// kernel checks the address against the registered range, so memory
+// outside it (which breaks IoRequest's contract) fails with EFAULT instead
+// of being read into.
+TEST_F(UringEngineTest, FixedTransferIsCheckedAgainstTheRegisteredBuffer) {
+  SetUpWithDepth(8);
+  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+  AlignedBuffer registered(8192), elsewhere(4096);
+  engine_->OfferBuffers({iovec{registered.data(), registered.size()}});
+  std::vector<iovec> outside = {{elsewhere.data(), 4096}};
+  IoRequest read = Rw(IoOp::kRead, 0, outside);
+  read.buffer_index = 0;
+  EXPECT_EQ(Do(*engine_, read), -EFAULT);
+  ASSERT_TRUE(engine_->uses_fixed_buffers());
+  // The same memory without buffer_index is fine.
+  EXPECT_EQ(Do(*engine_, Rw(IoOp::kRead, 0, outside)), 4096);
+}
+
+TEST_F(UringEngineTest, FixedBuffersAreRegisteredByTheFirstRun) {
+  SetUpWithDepth(8);
+  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+  AlignedBuffer first(8192), second(4096);
+  engine_->OfferBuffers(
+      {iovec{first.data(), first.size()}, iovec{second.data(), second.size()}});
+  EXPECT_FALSE(engine_->uses_fixed_buffers());
+  std::vector<IoCompletion> out;
+  EXPECT_EQ(engine_->Run(/*wait=*/false, out), 0);
+  EXPECT_TRUE(engine_->uses_fixed_buffers());
+  // Buffer 1 works as well as buffer 0.
+  std::memset(second.data(), 'Z', second.size());
+  std::vector<iovec> iov = {{second.data(), second.size()}};
+  IoRequest write = Rw(IoOp::kWrite, 0, iov);
+  write.buffer_index = 1;
+  EXPECT_EQ(Do(*engine_, write), 4096);
+  EXPECT_EQ(ReadFileRange(image_path_, 0, 4096), std::string(4096, 'Z'));
+}
+
+// Without OfferBuffers() nothing is registered, and buffer_index is ignored.
+TEST_F(UringEngineTest, NoOfferedBuffersMeansNoFixedBuffers) {
+  SetUpWithDepth(8);
+  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+  AlignedBuffer buffer(4096);
+  std::memset(buffer.data(), 'Q', buffer.size());
+  std::vector<iovec> iov = {{buffer.data(), buffer.size()}};
+  IoRequest write = Rw(IoOp::kWrite, 8192, iov);
+  write.buffer_index = 0;
+  EXPECT_EQ(Do(*engine_, write), 4096);
+  EXPECT_FALSE(engine_->uses_fixed_buffers());
+  EXPECT_EQ(ReadFileRange(image_path_, 8192, 4096), std::string(4096, 'Q'));
+}
+
+// The fault decorator passes the offer on and reports the inner engine's
+// registration.
+TEST(UringFaultEngineTest, FaultWrapperForwardsFixedBuffers) {
+  TempDir dir;
+  const std::string path = dir.File("disk.img");
+  ASSERT_TRUE(CreateImage(path, kImageBytes, false).ok());
+  auto image = ImageFile::Open(path, /*read_only=*/false, /*want_direct=*/true);
+  ASSERT_TRUE(image.ok()) << image.status();
+  EngineOptions options;
+  options.kind = EngineKind::kUring;
+  options.depth = 8;
+  options.fault = FaultRange{0, 8};
+  auto engine = CreateEngine(options, **image);
+  if (!engine.ok() && IoUringUnavailable(engine.status())) {
+    GTEST_SKIP() << engine.status();
+  }
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  AlignedBuffer buffer(8192);
+  (*engine)->OfferBuffers({iovec{buffer.data(), buffer.size()}});
+  EXPECT_FALSE((*engine)->uses_fixed_buffers());
+  std::memset(buffer.data(), 'F', 4096);
+  std::vector<iovec> iov = {{buffer.data(), 4096}};
+  IoRequest write = Rw(IoOp::kWrite, 8192, iov);
+  write.buffer_index = 0;
+  EXPECT_EQ(Do(**engine, write), 4096);
+  EXPECT_TRUE((*engine)->uses_fixed_buffers());
+  IoRequest faulty = Rw(IoOp::kWrite, 0, iov, 2);
+  faulty.buffer_index = 0;
+  EXPECT_EQ(Do(**engine, faulty), -EIO);
+  EXPECT_EQ(ReadFileRange(path, 8192, 4096), std::string(4096, 'F'));
 }
 
 }  // namespace

@@ -6,8 +6,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -23,24 +25,31 @@ namespace {
 constexpr uint32_t kSlots = 32;
 constexpr uint32_t kDataPages = 16;
 constexpr uint64_t kDiskSectors = 1000;
+constexpr uint64_t kBigDisk = uint64_t{1} << 20;
+// Indirect tests put data in pages 0..7 and segment lists in pages 8..15.
+constexpr uint32_t kFirstTablePage = 8;
 
 class BlkifDeviceRingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(memory_.ok());
-    // The frontend initialises the shared header (event indices 1).
-    BlkifDriverRing init(memory_.front_ring(), kSlots, memory_.front_data(),
-                         NotifyMode::kEventIdx);
     grants_ = NewPersistentGrants(memory_.back_data());
     limits_.disk_sectors = kDiskSectors;
     limits_.data_pages = kDataPages;
     MakeDevice();
   }
 
+  // A fresh device end with the current limits, over a freshly initialised
+  // (empty) shared ring: the frontend initialises the shared header (event
+  // indices 1).
   void MakeDevice() {
-    device_ = std::make_unique<BlkifDeviceRing>(
-        memory_.back_ring(), kSlots, grants_.get(), limits_,
-        NotifyMode::kEventIdx);
+    device_.reset();
+    BlkifDriverRing init(memory_.front_ring(), kSlots, memory_.front_data(),
+                         NotifyMode::kEventIdx);
+    req_prod_ = 0;
+    device_ = std::make_unique<BlkifDeviceRing>(memory_.back_ring(), kSlots,
+                                                grants_.get(), limits_,
+                                                NotifyMode::kEventIdx);
   }
 
   // Publishes `slot` as the next request, as a frontend would.
@@ -74,6 +83,86 @@ class BlkifDeviceRingTest : public ::testing::Test {
     slot.discard.sector_number = sector;
     slot.discard.nr_sectors = count;
     return slot;
+  }
+
+  // Segment i: all 8 sectors of data page i % 8.
+  static std::vector<blkif::Segment> UniformSegments(uint32_t count) {
+    std::vector<blkif::Segment> list;
+    for (uint32_t i = 0; i < count; ++i) {
+      list.push_back(blkif::Segment{i % kFirstTablePage, 0, 7, 0});
+    }
+    return list;
+  }
+
+  // Writes `list` into the indirect pages `pages`, 512 segments per page,
+  // through the frontend's mapping.
+  void WriteSegmentList(const std::vector<blkif::Segment>& list,
+                        std::initializer_list<uint32_t> pages) {
+    size_t done = 0;
+    for (uint32_t page : pages) {
+      if (done >= list.size()) break;
+      size_t count =
+          std::min<size_t>(blkif::kSegmentsPerIndirectPage, list.size() - done);
+      std::memcpy(memory_.front_data() + size_t{page} * blkif::kPageSize,
+                  list.data() + done, count * sizeof(blkif::Segment));
+      done += count;
+    }
+    ASSERT_EQ(done, list.size()) << "not enough indirect pages";
+  }
+
+  static blkif::Slot Indirect(uint8_t indirect_op, uint64_t id, uint64_t sector,
+                              uint16_t nr_segments,
+                              std::initializer_list<uint32_t> pages) {
+    blkif::Slot slot;
+    std::memset(&slot, 0, sizeof(slot));
+    slot.indirect.operation = blkif::kOpIndirect;
+    slot.indirect.indirect_op = indirect_op;
+    slot.indirect.nr_segments = nr_segments;
+    slot.indirect.id = id;
+    slot.indirect.sector_number = sector;
+    int i = 0;
+    for (uint32_t page : pages) slot.indirect.indirect_grefs[i++] = page;
+    return slot;
+  }
+
+  // Pushes an indirect request, expects it refused as `expected`, answers it
+  // as BackendLoop does and checks the response; `op` is the operation the
+  // response must carry, if that is defined.
+  void ExpectIndirectRefused(const blkif::Slot& slot, TakeResult expected,
+                             std::optional<uint8_t> op = std::nullopt) {
+    Push(slot);
+    DeviceRequest request;
+    ASSERT_EQ(device_->TakeRequest(&request), expected);
+    EXPECT_EQ(request.id, slot.indirect.id);
+    const bool unsupported = expected == TakeResult::kUnsupported;
+    blkif::Response response =
+        Answer(request, unsupported ? -EOPNOTSUPP : -EINVAL);
+    EXPECT_EQ(response.id, slot.indirect.id);
+    EXPECT_EQ(response.status,
+              unsupported ? blkif::kRspEopnotsupp : blkif::kRspError);
+    if (op) {
+      EXPECT_EQ(response.operation, *op);
+    }
+  }
+
+  // Pushes an indirect request that must be valid and answers it.
+  DeviceRequest ExpectIndirectValid(const blkif::Slot& slot) {
+    Push(slot);
+    DeviceRequest request;
+    EXPECT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
+    EXPECT_EQ(request.id, slot.indirect.id);
+    EXPECT_TRUE(request.indirect);
+    blkif::Response response = Answer(request, 0);
+    EXPECT_EQ(response.status, blkif::kRspOkay);
+    // blkfront matches the response against the indirect operation.
+    EXPECT_EQ(response.operation, slot.indirect.indirect_op);
+    return request;
+  }
+
+  void EnableIndirect(uint32_t max_segments = 1024) {
+    limits_.max_segments = max_segments;
+    limits_.disk_sectors = kBigDisk;
+    MakeDevice();
   }
 
   // Answers `request` with `result` and returns the response the frontend
@@ -279,13 +368,10 @@ TEST_F(BlkifDeviceRingTest, ValidReadKeepsSegmentsInOrder) {
   EXPECT_FALSE(request.indirect);
   EXPECT_EQ(request.sector, 40u);
   EXPECT_EQ(request.num_sectors, 6u + 8 + 2 + 4 + 3 + 8);
-  EXPECT_EQ(testing::Tuples(request.segments),
-            (std::vector<testing::SegmentTuple>{{3, 2, 7},
-                                                {4, 0, 7},
-                                                {5, 0, 1},
-                                                {9, 0, 3},
-                                                {9, 5, 7},
-                                                {10, 0, 7}}));
+  EXPECT_EQ(
+      testing::Tuples(request.segments),
+      (std::vector<testing::SegmentTuple>{
+          {3, 2, 7}, {4, 0, 7}, {5, 0, 1}, {9, 0, 3}, {9, 5, 7}, {10, 0, 7}}));
 }
 
 TEST_F(BlkifDeviceRingTest, ReusedRequestObjectIsFullyOverwritten) {
@@ -306,8 +392,8 @@ TEST_F(BlkifDeviceRingTest, ReusedRequestObjectIsFullyOverwritten) {
   limits_.max_segments = 1024;
   limits_.disk_sectors = kBigDisk;
   MakeDevice();
-  WriteSegmentList(UniformSegments(20), {14});
-  Push(Indirect(blkif::kOpRead, 3, 0, 20, {14}));
+  WriteSegmentList(UniformSegments(20), {kFirstTablePage});
+  Push(Indirect(blkif::kOpRead, 3, 0, 20, {kFirstTablePage}));
   ASSERT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
   EXPECT_TRUE(request.indirect);
   EXPECT_EQ(request.segments.size(), 20u);
@@ -383,6 +469,209 @@ TEST_F(BlkifDeviceRingTest, TakesNoMoreThanFreeResponseSlots) {
   ASSERT_EQ(device_->TakeRequest(&extra), TakeResult::kValid);
   EXPECT_EQ(extra.id, 100u);
   EXPECT_EQ(device_->TakeRequest(&extra), TakeResult::kNone);
+}
+
+// --- Indirect requests (BLKIF_OP_INDIRECT) ---
+
+TEST_F(BlkifDeviceRingTest, IndirectNeedsNegotiatedIndirectSegments) {
+  // max_segments 11 (the default): no feature-max-indirect-segments.
+  limits_.disk_sectors = kBigDisk;
+  MakeDevice();
+  WriteSegmentList(UniformSegments(20), {kFirstTablePage});
+  ExpectIndirectRefused(Indirect(blkif::kOpRead, 1, 0, 20, {kFirstTablePage}),
+                        TakeResult::kUnsupported);
+  ExpectIndirectRefused(Indirect(blkif::kOpWrite, 2, 0, 5, {kFirstTablePage}),
+                        TakeResult::kUnsupported);
+  // The same request is fine once indirect segments are offered.
+  EnableIndirect();
+  DeviceRequest request = ExpectIndirectValid(
+      Indirect(blkif::kOpRead, 3, 0, 20, {kFirstTablePage}));
+  EXPECT_EQ(request.segments.size(), 20u);
+  EXPECT_EQ(request.num_sectors, 160u);
+}
+
+TEST_F(BlkifDeviceRingTest, IndirectSegmentCountChecks) {
+  EnableIndirect(1024);
+  WriteSegmentList(UniformSegments(1024), {kFirstTablePage, 9});
+  ExpectIndirectRefused(Indirect(blkif::kOpRead, 1, 0, 0, {kFirstTablePage}),
+                        TakeResult::kInvalid, blkif::kOpRead);
+  ExpectIndirectRefused(
+      Indirect(blkif::kOpWrite, 2, 0, 1025, {kFirstTablePage, 9, 10}),
+      TakeResult::kInvalid, blkif::kOpWrite);
+  ExpectIndirectRefused(
+      Indirect(blkif::kOpRead, 3, 0, 4096, {8, 9, 10, 11, 12, 13, 14, 15}),
+      TakeResult::kInvalid, blkif::kOpRead);
+  DeviceRequest most =
+      ExpectIndirectValid(Indirect(blkif::kOpRead, 4, 0, 1024, {8, 9}));
+  EXPECT_EQ(most.segments.size(), 1024u);
+  EXPECT_EQ(most.num_sectors, 8192u);
+  // Few segments in an indirect request are allowed too.
+  DeviceRequest one =
+      ExpectIndirectValid(Indirect(blkif::kOpWrite, 5, 0, 1, {8}));
+  EXPECT_EQ(one.segments.size(), 1u);
+  EXPECT_EQ(one.op, BlockOp::kWrite);
+
+  // The protocol's maximum: 8 pages of 512.
+  EnableIndirect(blkif::kMaxIndirectSegments);
+  WriteSegmentList(UniformSegments(4096), {8, 9, 10, 11, 12, 13, 14, 15});
+  DeviceRequest full = ExpectIndirectValid(
+      Indirect(blkif::kOpRead, 6, 0, 4096, {8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(full.segments.size(), 4096u);
+  EXPECT_EQ(full.num_sectors, 4096u * 8);
+  ExpectIndirectRefused(
+      Indirect(blkif::kOpRead, 7, 0, 4097, {8, 9, 10, 11, 12, 13, 14, 15}),
+      TakeResult::kInvalid);
+}
+
+TEST_F(BlkifDeviceRingTest, IndirectOperationMustBeReadOrWrite) {
+  EnableIndirect();
+  WriteSegmentList(UniformSegments(16), {kFirstTablePage});
+  uint64_t id = 1;
+  for (uint8_t op :
+       {blkif::kOpWriteBarrier, blkif::kOpFlushDiskCache, blkif::kOpDiscard,
+        blkif::kOpIndirect, uint8_t{4}, uint8_t{42}, uint8_t{255}}) {
+    SCOPED_TRACE(static_cast<int>(op));
+    ExpectIndirectRefused(Indirect(op, id++, 0, 16, {kFirstTablePage}),
+                          TakeResult::kInvalid);
+  }
+}
+
+TEST_F(BlkifDeviceRingTest, IndirectPagesMustBeDataPages) {
+  EnableIndirect();
+  WriteSegmentList(UniformSegments(600), {8, 9});
+  ExpectIndirectRefused(Indirect(blkif::kOpRead, 1, 0, 100, {kDataPages}),
+                        TakeResult::kInvalid, blkif::kOpRead);
+  ExpectIndirectRefused(Indirect(blkif::kOpWrite, 2, 0, 100,
+                                 {std::numeric_limits<uint32_t>::max()}),
+                        TakeResult::kInvalid, blkif::kOpWrite);
+  // The second of two pages is checked too.
+  ExpectIndirectRefused(Indirect(blkif::kOpRead, 3, 0, 600, {8, kDataPages}),
+                        TakeResult::kInvalid, blkif::kOpRead);
+  // Pages beyond those nr_segments needs are ignored.
+  DeviceRequest request = ExpectIndirectValid(
+      Indirect(blkif::kOpRead, 4, 0, 100,
+               {8, std::numeric_limits<uint32_t>::max(), kDataPages}));
+  EXPECT_EQ(request.segments.size(), 100u);
+  EXPECT_EQ(ExpectIndirectValid(Indirect(blkif::kOpRead, 5, 0, 600, {8, 9}))
+                .segments.size(),
+            600u);
+}
+
+TEST_F(BlkifDeviceRingTest, BadSegmentInsideAnIndirectPage) {
+  EnableIndirect();
+  const std::vector<blkif::Segment> good = UniformSegments(600);
+  uint64_t id = 1;
+  // A bad segment in the first and in the second indirect page.
+  for (size_t index : {size_t{3}, size_t{550}}) {
+    struct Case {
+      const char* what;
+      blkif::Segment segment;
+    };
+    const Case cases[] = {
+        {"gref past the data pages", {kDataPages, 0, 7, 0}},
+        {"gref far out", {std::numeric_limits<uint32_t>::max(), 0, 7, 0}},
+        {"first_sect > last_sect", {1, 5, 4, 0}},
+        {"last_sect 8", {1, 0, 8, 0}},
+        {"first_sect 8", {1, 8, 8, 0}},
+    };
+    for (const Case& c : cases) {
+      SCOPED_TRACE(::testing::Message() << c.what << " at " << index);
+      std::vector<blkif::Segment> list = good;
+      list[index] = c.segment;
+      WriteSegmentList(list, {8, 9});
+      ExpectIndirectRefused(Indirect(blkif::kOpWrite, id++, 0, 600, {8, 9}),
+                            TakeResult::kInvalid, blkif::kOpWrite);
+    }
+  }
+  WriteSegmentList(good, {8, 9});
+  EXPECT_EQ(ExpectIndirectValid(Indirect(blkif::kOpWrite, id, 0, 600, {8, 9}))
+                .num_sectors,
+            4800u);
+}
+
+TEST_F(BlkifDeviceRingTest, IndirectRangeMustEndInsideTheDisk) {
+  EnableIndirect();
+  limits_.disk_sectors = kDiskSectors;
+  MakeDevice();
+  WriteSegmentList(UniformSegments(100), {kFirstTablePage});  // 800 sectors
+  ExpectIndirectValid(
+      Indirect(blkif::kOpRead, 1, kDiskSectors - 800, 100, {kFirstTablePage}));
+  ExpectIndirectRefused(
+      Indirect(blkif::kOpRead, 2, kDiskSectors - 799, 100, {kFirstTablePage}),
+      TakeResult::kInvalid, blkif::kOpRead);
+  ExpectIndirectRefused(
+      Indirect(blkif::kOpWrite, 3, kDiskSectors, 100, {kFirstTablePage}),
+      TakeResult::kInvalid, blkif::kOpWrite);
+  ExpectIndirectRefused(
+      Indirect(blkif::kOpRead, 4, std::numeric_limits<uint64_t>::max() - 10,
+               100, {kFirstTablePage}),
+      TakeResult::kInvalid, blkif::kOpRead);
+}
+
+TEST_F(BlkifDeviceRingTest, IndirectWriteOnReadOnlyDeviceIsInvalid) {
+  limits_.read_only = true;
+  EnableIndirect();
+  WriteSegmentList(UniformSegments(64), {kFirstTablePage});
+  ExpectIndirectRefused(Indirect(blkif::kOpWrite, 1, 0, 64, {kFirstTablePage}),
+                        TakeResult::kInvalid, blkif::kOpWrite);
+  DeviceRequest read = ExpectIndirectValid(
+      Indirect(blkif::kOpRead, 2, 0, 64, {kFirstTablePage}));
+  EXPECT_EQ(read.op, BlockOp::kRead);
+}
+
+TEST_F(BlkifDeviceRingTest, IndirectSegmentsAreDecodedInOrder) {
+  EnableIndirect();
+  std::vector<blkif::Segment> list;
+  uint64_t sectors = 0;
+  for (uint32_t i = 0; i < 600; ++i) {
+    uint8_t first = static_cast<uint8_t>(i % 3);
+    uint8_t last = static_cast<uint8_t>(7 - i % 2);
+    list.push_back(blkif::Segment{(i * 5) % kFirstTablePage, first, last, 0});
+    sectors += last - first + 1u;
+  }
+  WriteSegmentList(list, {9, 8});  // any pages, in any order
+  DeviceRequest request =
+      ExpectIndirectValid(Indirect(blkif::kOpWrite, 42, 4096, 600, {9, 8}));
+  EXPECT_EQ(request.op, BlockOp::kWrite);
+  EXPECT_EQ(request.wire_op, blkif::kOpWrite);
+  EXPECT_EQ(request.sector, 4096u);
+  EXPECT_EQ(request.num_sectors, sectors);
+  ASSERT_EQ(request.segments.size(), list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    ASSERT_EQ(request.segments[i].page, list[i].gref) << i;
+    ASSERT_EQ(request.segments[i].first_sector, list[i].first_sect) << i;
+    ASSERT_EQ(request.segments[i].last_sector, list[i].last_sect) << i;
+  }
+}
+
+// The segment list is copied out of the indirect pages once: a frontend
+// rewriting them after the backend took the request changes nothing.
+TEST_F(BlkifDeviceRingTest, IndirectSegmentListIsAPrivateCopy) {
+  EnableIndirect();
+  WriteSegmentList(UniformSegments(600), {8, 9});
+  Push(Indirect(blkif::kOpRead, 7, 64, 600, {8, 9}));
+  DeviceRequest request;
+  ASSERT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
+  const std::vector<testing::SegmentTuple> before =
+      testing::Tuples(request.segments);
+  ASSERT_EQ(before.size(), 600u);
+
+  // Hostile rewrites of both indirect pages and of the slot.
+  std::vector<blkif::Segment> evil(
+      600, blkif::Segment{std::numeric_limits<uint32_t>::max(), 9, 200, 0});
+  WriteSegmentList(evil, {8, 9});
+  blkif::Slot* shared = memory_.slot(0);
+  shared->indirect.nr_segments = 4000;
+  shared->indirect.indirect_grefs[0] = 12345;
+  shared->indirect.indirect_op = blkif::kOpWrite;
+
+  EXPECT_EQ(testing::Tuples(request.segments), before);
+  EXPECT_EQ(request.op, BlockOp::kRead);
+  EXPECT_EQ(request.num_sectors, 4800u);
+  EXPECT_EQ(request.sector, 64u);
+  blkif::Response response = Answer(request, 0);
+  EXPECT_EQ(response.id, 7u);
+  EXPECT_EQ(response.operation, blkif::kOpRead);
 }
 
 }  // namespace

@@ -418,14 +418,18 @@ TEST_F(BlkifRingTest, AlwaysModeNeverSuppressesOverManyCycles) {
       ASSERT_EQ(driver_->Publish(), PushResult::kNotify) << "cycle " << cycle;
     }
     for (uint32_t b = 0; b < batch; ++b) taken.push_back(TakeValid());
-    if (final_checks) ASSERT_FALSE(device_->FinalCheckForRequests());
+    if (final_checks) {
+      ASSERT_FALSE(device_->FinalCheckForRequests());
+    }
     for (const DeviceRequest& request : taken) {
       device_->PutResponse(request, 0);
       ASSERT_EQ(device_->PublishResponses(), PushResult::kNotify)
           << "cycle " << cycle;
     }
     ASSERT_EQ(Consume().size(), batch);
-    if (final_checks) ASSERT_FALSE(driver_->FinalCheckForResponses());
+    if (final_checks) {
+      ASSERT_FALSE(driver_->FinalCheckForResponses());
+    }
   }
 }
 

@@ -72,8 +72,8 @@ inline std::vector<SegmentTuple> Tuples(const DataSegment* segments,
                                         size_t count) {
   std::vector<SegmentTuple> tuples;
   for (size_t i = 0; i < count; ++i) {
-    tuples.push_back({segments[i].page, segments[i].first_sector,
-                      segments[i].last_sector});
+    tuples.push_back(
+        {segments[i].page, segments[i].first_sector, segments[i].last_sector});
   }
   return tuples;
 }

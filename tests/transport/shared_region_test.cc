@@ -72,17 +72,21 @@ TEST(ValidateQueueOptionsTest, RingSize) {
 
 TEST(ValidateQueueOptionsTest, MaxSegments) {
   QueueOptions options;
-  for (uint32_t good : {1u, 4u, 11u}) {
+  EXPECT_TRUE(ValidateQueueOptions(options).ok()) << options.max_segments;
+  // 11 (direct requests only) up to 8 indirect pages of 512 segments.
+  for (uint32_t good : {11u, 12u, 32u, 256u, 511u, 512u, 513u, 4096u}) {
     options.max_segments = good;
     EXPECT_TRUE(ValidateQueueOptions(options).ok()) << good;
   }
-  for (uint32_t bad : {0u, 12u, 255u}) {
+  for (uint32_t bad : {0u, 1u, 4u, 10u, 4097u, 8192u}) {
     options.max_segments = bad;
     absl::Status status = ValidateQueueOptions(options);
     ASSERT_FALSE(status.ok()) << bad;
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
     std::string message(status.message());
     EXPECT_NE(message.find("--max-segments"), std::string::npos) << message;
     EXPECT_NE(message.find("11"), std::string::npos) << message;
+    EXPECT_NE(message.find("4096"), std::string::npos) << message;
   }
 }
 
