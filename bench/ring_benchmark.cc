@@ -6,9 +6,9 @@
 
 #include <memory>
 
-#include "transport/blkif_device_ring.h"
-#include "transport/blkif_driver_ring.h"
-#include "transport/blkif_format.h"
+#include "transport/blkif/device_ring.h"
+#include "transport/blkif/driver_ring.h"
+#include "transport/blkif/format.h"
 #include "transport/shared_region.h"
 
 namespace pvdisk::transport {

@@ -48,9 +48,12 @@ const std::vector<FlagSpec>& MountFlags() {
       {"disk", true, true, "PATH[,ro][,size=SIZE][,eio=SECTOR[+N]]", "",
        "an image to serve; ro = read-only, size = expected size, eio = fail "
        "I/O on those 512-byte sectors (fault injection)"},
+      {"frontend", true, false, "blkif|virtio", "blkif",
+       "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue"},
       {"ring-size", true, false, "N", absl::StrCat(transport::kDefaultRingSize),
-       absl::StrCat("ring slots per queue, a power of two from ",
-                    transport::kMinRingSize, " to ", transport::kMaxRingSize)},
+       absl::StrCat("ring entries per queue, a power of two from ",
+                    transport::kMinRingSize,
+                    " to 4096 (blkif) or 32768 (virtio)")},
       {"engine", true, false, "uring|sync|null", "uring",
        "how the backend does I/O: io_uring, pread/pwrite, or no I/O at all"},
       {"queues", true, false, "N", absl::StrCat(kDefaultQueues),
@@ -186,10 +189,14 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
     return ParseNumber(flag, parsed.Get(flag, absl::StrCat(fallback)), min,
                        max);
   };
+  PVDISK_ASSIGN_OR_RETURN(transport.queue.protocol,
+                          transport::FindProtocol(std::string_view(
+                              parsed.Get("frontend", "blkif"))));
   PVDISK_ASSIGN_OR_RETURN(
       uint64_t ring_size,
       number("ring-size", transport::kDefaultRingSize,
-             transport::kMinRingSize, transport::kMaxRingSize));
+             transport::kMinRingSize,
+             transport.queue.protocol->max_ring_size()));
   transport.queue.ring_size = static_cast<uint32_t>(ring_size);
   PVDISK_ASSIGN_OR_RETURN(
       uint64_t max_segments,

@@ -1,13 +1,31 @@
 #include "fuse/disk.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <functional>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/log.h"
 #include "base/size.h"
 #include "base/status_macros.h"
 
 namespace pvdisk::fuse {
+namespace {
+
+// A stable serial number for the image (what virtio's GET_ID returns):
+// "pvdisk-" and 12 hex digits of a hash of its path, inode and size, so the
+// same image file gives the same serial across mounts.
+std::string SerialOf(const io::ImageFile& image) {
+  struct stat st;
+  uint64_t inode = fstat(image.fd(), &st) == 0 ? st.st_ino : 0;
+  size_t hash = std::hash<std::string>()(
+      absl::StrCat(image.path(), "\n", inode, "\n", image.size_bytes()));
+  return absl::StrFormat("pvdisk-%012x", hash & 0xffffffffffffULL);
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
                                                  const std::string& name,
@@ -31,6 +49,7 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
   transport_options.queue.name = absl::StrCat("pvdisk-", name);
   transport_options.queue.disk_sectors = disk->image_->size_sectors();
   transport_options.queue.read_only = spec.read_only;
+  transport_options.queue.serial = SerialOf(*disk->image_);
   const io::ImageFile& image = *disk->image_;
   auto make_engine = [&](uint32_t depth) {
     io::EngineOptions engine_options;
@@ -66,7 +85,7 @@ stats::DiskReport Disk::Report() const {
       {"image", image_->path()},
       {"size", absl::StrCat(image_->size_bytes())},
       {"read_only", image_->read_only() ? "yes" : "no"},
-      {"frontend", "blkif"},
+      {"frontend", std::string(transport_->queue(0).protocol().name())},
       {"queues", absl::StrCat(t.queues)},
       {"queue_map", std::string(transport::QueueMapName(t.queue_map))},
       {"backend_threads", absl::StrCat(t.backend_threads)},

@@ -11,7 +11,6 @@ namespace {
 
 using stats::Counter;
 
-constexpr size_t kPageSize = 4096;
 constexpr size_t kSectorBytes = 512;
 
 io::IoOp ToIoOp(BlockOp op) {
@@ -155,6 +154,9 @@ bool BackendLoop::TakeRequests(uint32_t q) {
         continue;
       case TakeResult::kUnsupported:
         state.queue.ring->PutResponse(slot.request, -EOPNOTSUPP);
+        state.has_responses = true;
+        continue;
+      case TakeResult::kAnswered:  // the ring answered it itself
         state.has_responses = true;
         continue;
       case TakeResult::kValid:

@@ -21,6 +21,8 @@ enum class BlockOp : uint8_t {
 };
 
 inline constexpr uint32_t kSectorSize = 512;
+inline constexpr uint32_t kPageSize = 4096;
+inline constexpr uint32_t kSectorsPerPage = kPageSize / kSectorSize;
 
 // Read data handed to BlockIo::Complete, in disk order.
 struct DataPiece {

@@ -4,9 +4,23 @@
 // Used by one backend thread only.
 #pragma once
 
+#include <string>
+
 #include "transport/ring_request.h"
 
 namespace pvdisk::transport {
+
+// What a device ring checks requests against.
+struct DeviceLimits {
+  uint64_t disk_sectors = 0;  // requests must end at or before this sector
+  uint32_t data_pages = 0;    // the data area: pages 0 .. data_pages - 1
+  // Most data segments per request (blkif: above 11, indirect requests are
+  // accepted; virtio: seg_max).
+  uint32_t max_segments = 11;
+  bool read_only = false;  // writes and discards are invalid
+  // The disk's serial number, for protocols that can ask (virtio GET_ID).
+  std::string serial;
+};
 
 class DeviceRing {
  public:

@@ -15,11 +15,17 @@ class DriverRing {
  public:
   virtual ~DriverRing() = default;
 
-  // Requests that can be written before the ring is full.
+  // Ring entries (slots or descriptors) still free.
   virtual uint32_t FreeSlots() const = 0;
 
-  // Writes `request` into the next free slot without publishing it.
-  // REQUIRES: FreeSlots() > 0.
+  // Whether a request of `segment_count` data segments fits now.
+  virtual bool HasRoomFor(uint32_t segment_count) const {
+    (void)segment_count;
+    return FreeSlots() > 0;
+  }
+
+  // Writes `request` into the ring without publishing it.
+  // REQUIRES: HasRoomFor(request.segment_count).
   virtual void Write(const RingRequest& request) = 0;
 
   // Publishes everything written since the last call and decides, by the

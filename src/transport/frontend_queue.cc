@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "base/thread.h"
-#include "transport/blkif_format.h"
 
 namespace pvdisk::transport {
 
@@ -16,7 +15,7 @@ FrontendQueue::FrontendQueue(std::unique_ptr<DriverRing> ring,
                              EventFd* irq, stats::QueueStats* stats)
     : data_(data_memory),
       layout_(layout),
-      sectors_per_request_(layout.max_segments * blkif::kSectorsPerPage),
+      sectors_per_request_(layout.max_segments * kSectorsPerPage),
       kick_(kick),
       irq_(irq),
       stats_(stats),
@@ -90,20 +89,22 @@ bool FrontendQueue::DispatchChildren(BlockIo* io) {
   BlockIo::QueueState& state = io->state_;
   bool is_data = io->op == BlockOp::kRead || io->op == BlockOp::kWrite;
   while (state.dispatched < state.children) {
-    if (ring_->FreeSlots() == 0 || free_ids_.empty()) return false;
+    uint64_t first = uint64_t{state.dispatched} * sectors_per_request_;
+    uint64_t count =
+        is_data ? std::min<uint64_t>(sectors_per_request_,
+                                     io->num_sectors - first)
+                : 0;
+    uint32_t pages = PagesFor(count);
+    if (free_ids_.empty() || !ring_->HasRoomFor(pages)) return false;
     RingRequest request;
     request.op = io->op;
     Shadow shadow;
     shadow.io = io;
     uint32_t id = free_ids_.back();
     if (is_data) {
-      uint64_t first = uint64_t{state.dispatched} * sectors_per_request_;
-      uint64_t count =
-          std::min<uint64_t>(sectors_per_request_, io->num_sectors - first);
-      uint32_t pages = PagesFor(count);
       std::optional<uint32_t> first_page = pool_.Allocate(pages);
       if (!first_page) return false;
-      uint8_t* memory = data_ + size_t{*first_page} * blkif::kPageSize;
+      uint8_t* memory = data_ + size_t{*first_page} * kPageSize;
       if (io->op == BlockOp::kWrite) {
         const uint8_t* source =
             state.staged_data
@@ -116,9 +117,9 @@ bool FrontendQueue::DispatchChildren(BlockIo* io) {
       }
       // Whole pages from the start of the run; the last may be partial.
       segments_.clear();
-      for (uint64_t done = 0; done < count; done += blkif::kSectorsPerPage) {
+      for (uint64_t done = 0; done < count; done += kSectorsPerPage) {
         uint64_t in_page =
-            std::min<uint64_t>(blkif::kSectorsPerPage, count - done);
+            std::min<uint64_t>(kSectorsPerPage, count - done);
         segments_.push_back(
             DataSegment{*first_page + static_cast<uint32_t>(segments_.size()),
                         0, static_cast<uint8_t>(in_page - 1)});
@@ -127,14 +128,6 @@ bool FrontendQueue::DispatchChildren(BlockIo* io) {
       request.num_sectors = count;
       request.segments = segments_.data();
       request.segment_count = static_cast<uint32_t>(segments_.size());
-      // This id's table pages, for a protocol that needs them.
-      table_pages_.clear();
-      for (uint32_t t = 0; t < layout_.table_pages_per_request; ++t) {
-        table_pages_.push_back(layout_.pool_pages +
-                               id * layout_.table_pages_per_request + t);
-      }
-      request.table_pages = table_pages_.data();
-      request.table_page_count = layout_.table_pages_per_request;
       shadow.first_page = *first_page;
       shadow.pages = pages;
       shadow.free_pages_on_response = io->op == BlockOp::kWrite;
@@ -142,6 +135,15 @@ bool FrontendQueue::DispatchChildren(BlockIo* io) {
       request.sector = io->sector;
       request.num_sectors = io->num_sectors;
     }
+    // This id's table pages, for a protocol that needs them (indirect
+    // segment pages, descriptor tables, headers).
+    table_pages_.clear();
+    for (uint32_t t = 0; t < layout_.table_pages_per_request; ++t) {
+      table_pages_.push_back(layout_.pool_pages +
+                             id * layout_.table_pages_per_request + t);
+    }
+    request.table_pages = table_pages_.data();
+    request.table_page_count = layout_.table_pages_per_request;
     free_ids_.pop_back();
     shadow_[id] = shadow;
     request.id = id;
@@ -240,7 +242,7 @@ void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
       runs_to_free.push_back(Run{first_page, PagesFor(count)});
       if (result == 0) {
         pieces.push_back(DataPiece{
-            data_ + size_t{first_page} * blkif::kPageSize, count * kSectorSize});
+            data_ + size_t{first_page} * kPageSize, count * kSectorSize});
       }
     }
     io->Complete(result, pieces);

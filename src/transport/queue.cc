@@ -5,9 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "transport/blkif_device_ring.h"
-#include "transport/blkif_driver_ring.h"
-#include "transport/blkif_format.h"
+#include "transport/blkif/protocol.h"
 
 namespace pvdisk::transport {
 namespace {
@@ -26,13 +24,21 @@ uint32_t PoolPages(const QueueOptions& options) {
 
 }  // namespace
 
+const Protocol& ProtocolOf(const QueueOptions& options) {
+  return options.protocol != nullptr ? *options.protocol : BlkifProtocol();
+}
+
 absl::Status ValidateQueueOptions(const QueueOptions& options) {
+  const Protocol& protocol = ProtocolOf(options);
   if (!std::has_single_bit(options.ring_size) ||
-      options.ring_size < kMinRingSize || options.ring_size > kMaxRingSize) {
+      options.ring_size < kMinRingSize ||
+      options.ring_size > protocol.max_ring_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--ring-size ", options.ring_size,
         " is not allowed: use a power of two from ", kMinRingSize, " to ",
-        kMaxRingSize));
+        protocol.max_ring_size(), " (--frontend ",
+        absl::string_view(protocol.name().data(), protocol.name().size()),
+        ")"));
   }
   if (options.max_segments < kMinSegments ||
       options.max_segments > kMaxSegments) {
@@ -50,21 +56,20 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
   std::unique_ptr<Queue> queue(new Queue());
   queue->options_ = options;
 
-  // Region: ring pages, the data pool, then each ring id's indirect pages.
+  // Region: ring pages, the data pool, then each ring id's table pages.
+  const Protocol& protocol = ProtocolOf(options);
+  queue->protocol_ = &protocol;
   FrontendLayout& layout = queue->layout_;
   layout.ring_slots = options.ring_size;
   layout.max_segments = options.max_segments;
   layout.pool_pages = PoolPages(options);
   layout.table_pages_per_request =
-      options.max_segments > static_cast<uint32_t>(blkif::kMaxDirectSegments)
-          ? (options.max_segments + blkif::kSegmentsPerIndirectPage - 1) /
-                blkif::kSegmentsPerIndirectPage
-          : 0;
+      protocol.TablePagesPerRequest(options.max_segments);
   uint32_t data_pages =
       layout.pool_pages + options.ring_size * layout.table_pages_per_request;
-  size_t ring_bytes = blkif::RingBytes(options.ring_size);
-  queue->ring_pages_ = static_cast<uint32_t>(ring_bytes / blkif::kPageSize);
-  size_t region_bytes = ring_bytes + size_t{data_pages} * blkif::kPageSize;
+  size_t ring_bytes = protocol.RingBytes(options.ring_size);
+  queue->ring_pages_ = static_cast<uint32_t>(ring_bytes / 4096);
+  size_t region_bytes = ring_bytes + size_t{data_pages} * 4096;
 
   PVDISK_ASSIGN_OR_RETURN(queue->region_,
                           SharedRegion::Create(options.name, region_bytes));
@@ -80,15 +85,16 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
           ? NewPersistentGrants(back + ring_bytes)
           : NewPerRequestGrants(queue->region_.get(), ring_bytes,
                                 &queue->stats_);
-  // The driver ring initialises the shared header, so it comes first.
-  auto driver_ring = std::make_unique<BlkifDriverRing>(
+  // The driver ring initialises the shared ring, so it comes first.
+  std::unique_ptr<DriverRing> driver_ring = protocol.NewDriverRing(
       front, options.ring_size, front + ring_bytes, options.notify);
-  BlkifDeviceLimits limits;
+  DeviceLimits limits;
   limits.disk_sectors = options.disk_sectors;
   limits.data_pages = data_pages;
   limits.max_segments = options.max_segments;
   limits.read_only = options.read_only;
-  queue->device_ring_ = std::make_unique<BlkifDeviceRing>(
+  limits.serial = options.serial;
+  queue->device_ring_ = protocol.NewDeviceRing(
       back, options.ring_size, queue->grants_.get(), limits, options.notify);
   queue->frontend_ = std::make_unique<FrontendQueue>(
       std::move(driver_ring), front + ring_bytes, layout, queue->kick_.get(),
@@ -112,9 +118,9 @@ BackendQueue Queue::ForBackend(int buffer_index) {
 
 iovec Queue::PoolBuffer() const {
   if (!options_.persistent) return iovec{nullptr, 0};
-  size_t ring_bytes = blkif::RingBytes(options_.ring_size);
+  size_t ring_bytes = protocol_->RingBytes(options_.ring_size);
   return iovec{back_mapping_->base() + ring_bytes,
-               size_t{layout_.pool_pages} * blkif::kPageSize};
+               size_t{layout_.pool_pages} * 4096};
 }
 
 }  // namespace pvdisk::transport

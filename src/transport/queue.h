@@ -2,7 +2,7 @@
 // and the data pages, a kick and an interrupt eventfd, the frontend (driver)
 // side, the backend's view of the ring (DeviceRing and GrantMapper), and the
 // queue's counters. A BackendLoop (see transport.h) drives the device side.
-// The protocol today is blkif; a second frontend plugs in at Create().
+// The ring protocol comes from QueueOptions (see protocol.h).
 #pragma once
 
 #include <cstdint>
@@ -16,13 +16,13 @@
 #include "transport/event_fd.h"
 #include "transport/frontend_queue.h"
 #include "transport/grant_mapper.h"
+#include "transport/protocol.h"
 #include "transport/ring_request.h"
 #include "transport/shared_region.h"
 
 namespace pvdisk::transport {
 
 inline constexpr uint32_t kMinRingSize = 32;
-inline constexpr uint32_t kMaxRingSize = 4096;
 inline constexpr uint32_t kDefaultRingSize = 256;
 inline constexpr uint32_t kMinSegments = 11;
 inline constexpr uint32_t kMaxSegments = 4096;
@@ -33,7 +33,10 @@ inline constexpr uint64_t kMaxBlockIoSectors = (1 << 20) / 512 + 8;
 
 struct QueueOptions {
   std::string name;  // for the memfd, e.g. "pvdisk-disk0.img-q0"
-  uint32_t ring_size = kDefaultRingSize;  // slots; power of two, 32..4096
+  // The ring protocol; null means blkif.
+  const Protocol* protocol = nullptr;
+  // Ring entries; a power of two from 32 to the protocol's maximum.
+  uint32_t ring_size = kDefaultRingSize;
   // Data pages per ring request: 11 = direct requests only; more = indirect
   // requests with up to 8 indirect pages of 512 segments.
   uint32_t max_segments = kDefaultSegments;
@@ -41,6 +44,7 @@ struct QueueOptions {
   NotifyMode notify = NotifyMode::kEventIdx;
   uint64_t disk_sectors = 0;
   bool read_only = false;
+  std::string serial;  // for protocols that can ask for it (virtio GET_ID)
 };
 
 // Checks ring_size and max_segments; the message names the flag and the
@@ -68,12 +72,14 @@ class Queue {
   iovec PoolBuffer() const;
 
   uint32_t pool_pages() const { return layout_.pool_pages; }
+  const Protocol& protocol() const { return *protocol_; }
   uint32_t ring_pages() const { return ring_pages_; }
 
  private:
   Queue() = default;
 
   QueueOptions options_;
+  const Protocol* protocol_ = nullptr;
   FrontendLayout layout_;
   uint32_t ring_pages_ = 0;
   stats::QueueStats stats_;

@@ -55,6 +55,9 @@ struct DeviceRequest {
   uint64_t num_sectors = 0;
   // kRead/kWrite: the validated segments, in order.
   std::vector<DataSegment> segments;
+  // Protocol-private bookkeeping for the response (virtio: where the status
+  // byte goes, as a byte offset into the data area). Opaque to the backend.
+  uint64_t reply_offset = 0;
 };
 
 // What DeviceRing::TakeRequest found.
@@ -63,6 +66,7 @@ enum class TakeResult {
   kValid,        // a valid request: do it
   kInvalid,      // malformed: answer with an error, count invalid_reqs
   kUnsupported,  // well-formed but not implemented: answer "not supported"
+  kAnswered,     // handled by the ring itself (e.g. GET_ID); response put
   kRingBroken,   // the producer index is impossible; stop consuming
 };
 

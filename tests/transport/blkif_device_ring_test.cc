@@ -1,7 +1,7 @@
 // BlkifDeviceRing's validation: malformed requests are written straight into
 // the shared ring, as a hostile or buggy frontend would, and must be refused
 // with an error response that echoes the id and operation.
-#include "transport/blkif_device_ring.h"
+#include "transport/blkif/device_ring.h"
 
 #include <cerrno>
 #include <cstdint>
@@ -14,8 +14,8 @@
 
 #include "gtest/gtest.h"
 #include "ring_memory.h"
-#include "transport/blkif_driver_ring.h"
-#include "transport/blkif_format.h"
+#include "transport/blkif/driver_ring.h"
+#include "transport/blkif/format.h"
 #include "transport/grant_mapper.h"
 #include "transport/shared_index.h"
 

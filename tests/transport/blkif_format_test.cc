@@ -1,4 +1,4 @@
-#include "transport/blkif_format.h"
+#include "transport/blkif/format.h"
 
 #include <cstddef>
 

@@ -12,9 +12,9 @@
 #include "gtest/gtest.h"
 #include "ring_memory.h"
 #include "stats/queue_stats.h"
-#include "transport/blkif_device_ring.h"
-#include "transport/blkif_driver_ring.h"
-#include "transport/blkif_format.h"
+#include "transport/blkif/device_ring.h"
+#include "transport/blkif/driver_ring.h"
+#include "transport/blkif/format.h"
 #include "transport/grant_mapper.h"
 
 namespace pvdisk::transport {

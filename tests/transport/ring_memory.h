@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "transport/blkif_format.h"
+#include "transport/blkif/format.h"
 #include "transport/ring_request.h"
 #include "transport/shared_region.h"
 

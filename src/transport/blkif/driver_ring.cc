@@ -1,4 +1,4 @@
-#include "transport/blkif_driver_ring.h"
+#include "transport/blkif/driver_ring.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -9,21 +9,16 @@
 #include <cstdint>
 #include <vector>
 
-#include "transport/blkif_format.h"
+#include "transport/blkif/format.h"
 #include "transport/device_ring.h"
 #include "transport/grant_mapper.h"
 #include "transport/ring_index.h"
 
 namespace pvdisk::transport {
 
-struct BlkifDeviceLimits {
-  uint64_t disk_sectors = 0;  // requests must end at or before this sector
-  uint32_t data_pages = 0;    // valid grefs are 0 .. data_pages - 1
-  // Most segments per request; above kMaxDirectSegments, indirect requests
-  // are accepted (feature-max-indirect-segments).
-  uint32_t max_segments = blkif::kMaxDirectSegments;
-  bool read_only = false;  // writes and discards are invalid
-};
+// blkif checks against the generic limits; max_segments above 11 means
+// feature-max-indirect-segments was offered.
+using BlkifDeviceLimits = DeviceLimits;
 
 class BlkifDeviceRing final : public DeviceRing {
  public:

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "transport/blkif_format.h"
+#include "transport/blkif/format.h"
 #include "transport/driver_ring.h"
 #include "transport/ring_index.h"
 

@@ -1,4 +1,4 @@
-#include "transport/blkif_device_ring.h"
+#include "transport/blkif/device_ring.h"
 
 #include <algorithm>
 #include <cerrno>

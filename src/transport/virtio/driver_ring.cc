@@ -1,0 +1,231 @@
+#include "transport/virtio/driver_ring.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "transport/shared_index.h"
+
+namespace pvdisk::transport {
+namespace {
+
+using virtio::Desc;
+
+uint32_t TypeOf(BlockOp op) {
+  switch (op) {
+    case BlockOp::kRead: return virtio::kTypeIn;
+    case BlockOp::kWrite: return virtio::kTypeOut;
+    case BlockOp::kFlush: return virtio::kTypeFlush;
+    case BlockOp::kDiscard: return virtio::kTypeDiscard;
+    case BlockOp::kWriteZeroes: return virtio::kTypeWriteZeroes;
+  }
+  return virtio::kTypeIn;
+}
+
+int ResultOf(uint8_t status) {
+  if (status == virtio::kStatusOk) return 0;
+  if (status == virtio::kStatusUnsupp) return -EOPNOTSUPP;
+  return -EIO;
+}
+
+}  // namespace
+
+VirtioDriverRing::VirtioDriverRing(uint8_t* ring_memory, uint32_t size,
+                                   uint8_t* data_memory, NotifyMode notify)
+    : ring_(ring_memory),
+      size_(size),
+      data_(data_memory),
+      notify_(notify),
+      layout_(virtio::LayoutFor(size)),
+      desc_(reinterpret_cast<Desc*>(ring_memory + virtio::LayoutFor(size).desc)),
+      num_free_(size),
+      id_of_head_(size, kNoId),
+      chain_length_(size, 0),
+      status_offset_(size, 0) {
+  std::memset(ring_, 0, layout_.bytes);
+  // All descriptors on the free list. The links are kept privately in
+  // next_, so that nothing the device writes can corrupt the free list.
+  next_.resize(size);
+  for (uint32_t i = 0; i < size; ++i) {
+    next_[i] = static_cast<uint16_t>(i + 1 < size ? i + 1 : 0);
+  }
+  chain_.reserve(64);
+  FullBarrier();
+}
+
+uint16_t& VirtioDriverRing::AvailFlags() {
+  return *reinterpret_cast<uint16_t*>(ring_ + layout_.avail);
+}
+uint16_t& VirtioDriverRing::AvailIdx() {
+  return *reinterpret_cast<uint16_t*>(ring_ + layout_.avail + 2);
+}
+uint16_t& VirtioDriverRing::AvailRing(uint32_t i) {
+  return *reinterpret_cast<uint16_t*>(ring_ + layout_.avail + 4 + 2 * i);
+}
+uint16_t& VirtioDriverRing::UsedEvent() { return AvailRing(size_); }
+uint16_t& VirtioDriverRing::UsedFlags() {
+  return *reinterpret_cast<uint16_t*>(ring_ + layout_.used);
+}
+uint16_t& VirtioDriverRing::UsedIdx() {
+  return *reinterpret_cast<uint16_t*>(ring_ + layout_.used + 2);
+}
+virtio::UsedElem& VirtioDriverRing::UsedRing(uint32_t i) {
+  return *reinterpret_cast<virtio::UsedElem*>(ring_ + layout_.used + 4 + 8 * i);
+}
+uint16_t& VirtioDriverRing::AvailEvent() {
+  return *reinterpret_cast<uint16_t*>(ring_ + layout_.used + 4 + 8 * size_);
+}
+
+uint32_t VirtioDriverRing::DescriptorsFor(uint32_t segment_count) const {
+  uint32_t chain = segment_count + 2;  // header and status
+  return chain <= kMaxDirectDescriptors ? chain : 1;
+}
+
+bool VirtioDriverRing::HasRoomFor(uint32_t segment_count) const {
+  return num_free_ >= DescriptorsFor(segment_count);
+}
+
+uint16_t VirtioDriverRing::TakeDescriptor() {
+  uint16_t index = free_head_;
+  free_head_ = next_[index];
+  --num_free_;
+  return index;
+}
+
+void VirtioDriverRing::FreeChain(uint16_t head) {
+  // Walk the chain as we built it, from our private links.
+  uint16_t index = head;
+  for (uint16_t i = 1; i < chain_length_[head]; ++i) index = next_[index];
+  next_[index] = free_head_;
+  free_head_ = head;
+  num_free_ += chain_length_[head];
+}
+
+void VirtioDriverRing::Write(const RingRequest& request) {
+  // Header, status and (for discard) the segment live in the id's first
+  // table page.
+  uint64_t table = uint64_t{request.table_pages[0]} * virtio::kPageSize;
+  uint8_t* table_memory = data_ + table;
+  virtio::BlkHeader header{TypeOf(request.op), 0,
+                           request.op == BlockOp::kFlush ? 0 : request.sector};
+  std::memcpy(table_memory + virtio::kHeaderOffset, &header, sizeof(header));
+  table_memory[virtio::kStatusOffset] = 0xff;  // not answered yet
+
+  chain_.clear();
+  chain_.push_back(Desc{table + virtio::kHeaderOffset, sizeof(header), 0, 0});
+  if (request.op == BlockOp::kDiscard || request.op == BlockOp::kWriteZeroes) {
+    virtio::DiscardSegment segment{
+        request.sector, static_cast<uint32_t>(request.num_sectors), 0};
+    std::memcpy(table_memory + virtio::kDiscardOffset, &segment,
+                sizeof(segment));
+    chain_.push_back(
+        Desc{table + virtio::kDiscardOffset, sizeof(segment), 0, 0});
+  }
+  const uint16_t data_flags =
+      request.op == BlockOp::kRead ? virtio::kDescWrite : 0;
+  for (uint32_t i = 0; i < request.segment_count; ++i) {
+    const DataSegment& segment = request.segments[i];
+    uint64_t addr = uint64_t{segment.page} * virtio::kPageSize +
+                    uint64_t{segment.first_sector} * 512;
+    uint32_t len = (segment.last_sector - segment.first_sector + 1u) * 512;
+    // One descriptor per page, as blkif has one segment per page: a guest's
+    // pages are not contiguous, and seg_max counts them.
+    chain_.push_back(Desc{addr, len, data_flags, 0});
+  }
+  chain_.push_back(
+      Desc{table + virtio::kStatusOffset, 1, virtio::kDescWrite, 0});
+
+  uint16_t head;
+  const uint32_t count = static_cast<uint32_t>(chain_.size());
+  if (count <= kMaxDirectDescriptors) {
+    head = TakeDescriptor();
+    uint16_t index = head;
+    for (uint32_t i = 0; i < count; ++i) {
+      Desc d = chain_[i];
+      if (i + 1 < count) {
+        uint16_t following = TakeDescriptor();
+        d.flags |= virtio::kDescNext;
+        d.next = following;
+        next_[index] = following;
+        desc_[index] = d;
+        index = following;
+      } else {
+        desc_[index] = d;
+      }
+    }
+    chain_length_[head] = static_cast<uint16_t>(count);
+  } else {
+    // Indirect: the chain goes into the id's table, entries 0..count-1.
+    auto* indirect =
+        reinterpret_cast<Desc*>(table_memory + virtio::kIndirectTableOffset);
+    for (uint32_t i = 0; i < count; ++i) {
+      Desc d = chain_[i];
+      if (i + 1 < count) {
+        d.flags |= virtio::kDescNext;
+        d.next = static_cast<uint16_t>(i + 1);
+      }
+      indirect[i] = d;
+    }
+    head = TakeDescriptor();
+    desc_[head] = Desc{table + virtio::kIndirectTableOffset,
+                       static_cast<uint32_t>(count * sizeof(Desc)),
+                       virtio::kDescIndirect, 0};
+    chain_length_[head] = 1;
+  }
+  id_of_head_[head] = static_cast<uint32_t>(request.id);
+  status_offset_[head] = table + virtio::kStatusOffset;
+  AvailRing(avail_shadow_ & (size_ - 1)) = head;
+  ++avail_shadow_;
+}
+
+PushResult VirtioDriverRing::Publish() {
+  uint16_t old_idx = avail_published_;
+  uint16_t new_idx = avail_shadow_;
+  if (old_idx == new_idx) return PushResult::kNothing;
+  StoreRelease(AvailIdx(), new_idx);  // ring entries before the index
+  FullBarrier();                      // index before reading suppression
+  avail_published_ = new_idx;
+  bool notify = notify_ == NotifyMode::kEventIdx
+                    ? virtio::NeedEvent(LoadRelaxed(AvailEvent()), new_idx,
+                                        old_idx)
+                    : !(LoadRelaxed(UsedFlags()) & virtio::kUsedNoNotify);
+  return notify ? PushResult::kNotify : PushResult::kSuppressed;
+}
+
+int VirtioDriverRing::ConsumeResponses(
+    absl::FunctionRef<void(uint64_t id, int result)> on_response) {
+  if (notify_ == NotifyMode::kAlways) {
+    // Busy consuming: interrupts would only wake us for what we see anyway.
+    StoreRelaxed(AvailFlags(), virtio::kAvailNoInterrupt);
+  }
+  uint16_t used_idx = LoadAcquire(UsedIdx());
+  if (static_cast<uint16_t>(used_idx - last_used_) > size_) return -EPROTO;
+  int consumed = 0;
+  while (last_used_ != used_idx) {
+    virtio::UsedElem elem;
+    std::memcpy(&elem, &UsedRing(last_used_ & (size_ - 1)), sizeof(elem));
+    ++last_used_;
+    ++consumed;
+    // The device is a stranger too: ignore heads we did not hand out.
+    if (elem.id >= size_ || id_of_head_[elem.id] == kNoId) continue;
+    uint16_t head = static_cast<uint16_t>(elem.id);
+    uint32_t id = id_of_head_[head];
+    uint8_t status = data_[status_offset_[head]];
+    id_of_head_[head] = kNoId;
+    FreeChain(head);
+    on_response(id, ResultOf(status));
+  }
+  return consumed;
+}
+
+bool VirtioDriverRing::FinalCheckForResponses() {
+  if (LoadAcquire(UsedIdx()) != last_used_) return true;
+  if (notify_ == NotifyMode::kEventIdx) {
+    StoreRelease(UsedEvent(), last_used_);
+  } else {
+    StoreRelease(AvailFlags(), uint16_t{0});
+  }
+  FullBarrier();
+  return LoadAcquire(UsedIdx()) != last_used_;
+}
+
+}  // namespace pvdisk::transport
