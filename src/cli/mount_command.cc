@@ -76,6 +76,16 @@ const std::vector<FlagSpec>& MountFlags() {
        "once (on), or mapped and unmapped for every request (off)"},
       {"notify", true, false, "event-idx|always", "event-idx",
        "notify the peer only when it asked (event index), or on every push"},
+      {"merge", true, false, "on|off", "on",
+       "merge adjacent requests of the same direction in each queue's "
+       "staging queue"},
+      {"dispatch", true, false, "when-room|always", "when-room",
+       "move staged requests to the ring only into free slots (they can "
+       "merge while the ring is full), or all at once onto a list where "
+       "nothing merges"},
+      {"plug-us", true, false, "U", "0",
+       "hold staged requests up to U microseconds even when the ring has "
+       "room, so that a burst can merge"},
       {"poll-us", true, false, "U", "0",
        "backend spins up to U microseconds for new work before sleeping"},
       {"engine-max-inflight", true, false, "K", "none",
@@ -220,6 +230,22 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
         uint64_t cap, number("engine-max-inflight", 0, 1, 1u << 20));
     transport.backend.engine_max_inflight = static_cast<uint32_t>(cap);
   }
+  std::string merge = parsed.Get("merge", "on");
+  if (merge != "on" && merge != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--merge '", merge, "' is not allowed: use on or off"));
+  }
+  transport.queue.policy.merge = merge == "on";
+  std::string dispatch = parsed.Get("dispatch", "when-room");
+  if (dispatch != "when-room" && dispatch != "always") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--dispatch '", dispatch, "' is not allowed: use when-room or always"));
+  }
+  transport.queue.policy.dispatch = dispatch == "always"
+                                        ? transport::DispatchMode::kAlways
+                                        : transport::DispatchMode::kWhenRoom;
+  PVDISK_ASSIGN_OR_RETURN(uint64_t plug_us, number("plug-us", 0, 0, 100000));
+  transport.queue.policy.plug_us = static_cast<uint32_t>(plug_us);
   std::string persistent = parsed.Get("persistent", "on");
   if (persistent != "on" && persistent != "off") {
     return absl::InvalidArgumentError(absl::StrCat(

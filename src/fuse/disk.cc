@@ -97,6 +97,11 @@ stats::DiskReport Disk::Report() const {
       {"notify", t.queue.notify == transport::NotifyMode::kEventIdx
                      ? "event-idx"
                      : "always"},
+      {"merge", t.queue.policy.merge ? "on" : "off"},
+      {"dispatch", t.queue.policy.dispatch == transport::DispatchMode::kAlways
+                       ? "always"
+                       : "when-room"},
+      {"plug_us", absl::StrCat(t.queue.policy.plug_us)},
       {"poll_us", absl::StrCat(t.backend.poll_us)},
       {"engine", std::string(io::EngineKindName(options_.engine))},
       {"engine_max_inflight",

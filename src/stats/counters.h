@@ -30,9 +30,14 @@ enum class CounterKind {
   X(segments, kCount, "data segments carried by ring requests")                \
   X(indirect_reqs, kCount,                                                     \
     "ring requests whose segments were in indirect pages")                     \
+  X(merges_read, kCount, "read requests merged into another before the ring")  \
+  X(merges_write, kCount,                                                      \
+    "write requests merged into another before the ring")                      \
   X(splits, kCount, "extra ring requests made by splitting large requests")    \
   X(ring_full, kCount,                                                         \
     "requests that waited because the ring or pool was full")                  \
+  X(dispatch_busy, kCount, "dispatch attempts the full ring refused")          \
+  X(plugs, kCount, "requests held back by --plug-us so that they could merge") \
   X(inflight, kGauge, "ring requests pushed and not yet answered")             \
   X(inflight_max, kMax, "highest inflight seen")                               \
   X(engine_inflight_max, kMax,                                                 \

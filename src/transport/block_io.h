@@ -56,13 +56,16 @@ class BlockIo {
   friend class FrontendQueue;
   // Bookkeeping owned by the queue while the BlockIo is in its care.
   struct QueueState {
-    uint32_t children = 0;         // ring requests this BlockIo needs
-    uint32_t dispatched = 0;       // of those, put on the ring so far
-    uint32_t answered = 0;         // of those, answered so far
-    int error = 0;                 // first failure, as a negative errno
-    // kRead: the first data page of each child (its pages are contiguous).
+    uint32_t children = 0;    // pieces of at most max_segments pages
+    uint32_t prepared = 0;    // of those, given pages and staged so far
+    uint32_t dispatched = 0;  // of those, put on the ring so far
+    uint32_t answered = 0;    // of those, answered so far
+    int error = 0;            // first failure, as a negative errno
+    // kRead/kWrite: the first data page of each prepared child (a child's
+    // pages are one contiguous run).
     std::vector<uint32_t> first_pages;
-    // kWrite data not yet on the ring, copied while the ring was full.
+    // kWrite data of children not yet prepared, copied while the page pool
+    // was exhausted.
     std::unique_ptr<uint8_t[]> staged_data;
     uint64_t staged_from_sector = 0;
   };

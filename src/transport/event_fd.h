@@ -2,6 +2,7 @@
 // kick or interrupt). Signal() may be called from any thread.
 #pragma once
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -39,6 +40,17 @@ class EventFd {
     uint64_t value = 0;
     if (read(fd_, &value, sizeof(value)) != sizeof(value)) return 0;
     return value;
+  }
+
+  // Like Wait(), but gives up after `timeout_ns` (negative: never). Returns
+  // the count, or 0 on timeout.
+  uint64_t WaitFor(int64_t timeout_ns) {
+    if (timeout_ns < 0) return Wait();
+    pollfd watched{fd_, POLLIN, 0};
+    timespec timeout{static_cast<time_t>(timeout_ns / 1000000000),
+                     static_cast<long>(timeout_ns % 1000000000)};
+    if (ppoll(&watched, 1, &timeout, nullptr) <= 0) return 0;
+    return Wait();
   }
 
   int fd() const { return fd_; }

@@ -1,20 +1,40 @@
 #include "transport/frontend_queue.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "base/thread.h"
 
 namespace pvdisk::transport {
+namespace {
 
 using stats::Counter;
 
+// How far back a new request looks for a merge partner in the staging
+// queue (blk-mq's "hand-wavy stop count of 8").
+constexpr size_t kMergeLookback = 8;
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+bool IsData(BlockOp op) { return op == BlockOp::kRead || op == BlockOp::kWrite; }
+
+}  // namespace
+
 FrontendQueue::FrontendQueue(std::unique_ptr<DriverRing> ring,
                              uint8_t* data_memory,
-                             const FrontendLayout& layout, EventFd* kick,
+                             const FrontendLayout& layout,
+                             const QueuePolicy& policy, EventFd* kick,
                              EventFd* irq, stats::QueueStats* stats)
     : data_(data_memory),
       layout_(layout),
+      policy_(policy),
       sectors_per_request_(layout.max_segments * kSectorsPerPage),
       kick_(kick),
       irq_(irq),
@@ -23,8 +43,9 @@ FrontendQueue::FrontendQueue(std::unique_ptr<DriverRing> ring,
       pool_(layout.pool_pages),
       shadow_(layout.ring_slots) {
   free_ids_.reserve(layout.ring_slots);
-  for (uint32_t id = layout.ring_slots; id > 0; --id) free_ids_.push_back(id - 1);
-  segments_.reserve(layout.max_segments);
+  for (uint32_t id = layout.ring_slots; id > 0; --id) {
+    free_ids_.push_back(id - 1);
+  }
   table_pages_.reserve(layout.table_pages_per_request);
 }
 
@@ -34,10 +55,16 @@ void FrontendQueue::Start() {
   completion_thread_ = StartThreadWithoutSignals([this] { CompletionLoop(); });
 }
 
+uint64_t FrontendQueue::ChildSectors(const BlockIo* io, uint32_t child) const {
+  if (!IsData(io->op)) return io->num_sectors;
+  uint64_t first = uint64_t{child} * sectors_per_request_;
+  return std::min<uint64_t>(sectors_per_request_, io->num_sectors - first);
+}
+
 void FrontendQueue::Submit(BlockIo* io) {
   BlockIo::QueueState& state = io->state_;
   state = BlockIo::QueueState{};
-  bool is_data = io->op == BlockOp::kRead || io->op == BlockOp::kWrite;
+  bool is_data = IsData(io->op);
   state.children =
       is_data ? static_cast<uint32_t>(
                     (io->num_sectors + sectors_per_request_ - 1) /
@@ -48,36 +75,51 @@ void FrontendQueue::Submit(BlockIo* io) {
     // run (rounded up to a power of two) must fit, and a read keeps all its
     // runs until it is answered. pool_.pages() never changes, so reading it
     // unlocked is safe.
-    uint64_t run = PagePool::RunPages(PagesFor(
-        std::min<uint64_t>(io->num_sectors, sectors_per_request_)));
+    uint64_t run = PagePool::RunPages(PagesFor(ChildSectors(io, 0)));
     uint64_t held_at_once = io->op == BlockOp::kRead ? state.children : 1;
     if (run * held_at_once > pool_.pages()) {
       io->Complete(-EINVAL, {});
       return;
     }
+    state.first_pages.resize(state.children);
   }
-  if (io->op == BlockOp::kRead) state.first_pages.resize(state.children);
   if (state.children > 1) stats_->Add(Counter::splits, state.children - 1);
 
   bool kick;
+  bool wake_timer = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++outstanding_;
-    // FIFO: a new BlockIo may not overtake staged ones.
-    if (!staging_.empty() || !DispatchChildren(io)) {
-      stats_->Add(Counter::ring_full);
+    uint64_t now = policy_.plug_us > 0 ? NowNs() : 0;
+    bool staging_was_empty = staging_.empty();
+    // FIFO for pages: a new BlockIo may not overtake one waiting for them.
+    if (!page_wait_.empty() || !PrepareChildren(io, now)) {
       StageWriteData(io);
-      staging_.push_back(io);
+      page_wait_.push_back(io);
     }
-    kick = PublishLocked();
+    kick = Pump(now);
+    if (state.dispatched < state.children) {
+      // Still off the ring: held by the plug, or waiting for room.
+      if (policy_.plug_us > 0 && page_wait_.empty() && !staging_.empty() &&
+          !staging_.back().counted_plug && CanWrite(staging_.back())) {
+        staging_.back().counted_plug = true;
+        stats_->Add(Counter::plugs);
+      } else {
+        stats_->Add(Counter::ring_full);
+      }
+    }
+    // A plug now has a deadline that the completion thread, perhaps asleep
+    // with none, does not know about: wake it so that it flushes in time.
+    wake_timer = policy_.plug_us > 0 && staging_was_empty && !staging_.empty();
   }
   if (kick) Kick();
+  if (wake_timer) irq_->Signal();
 }
 
 void FrontendQueue::StageWriteData(BlockIo* io) {
   BlockIo::QueueState& state = io->state_;
   if (io->op != BlockOp::kWrite || state.staged_data) return;
-  uint64_t from = uint64_t{state.dispatched} * sectors_per_request_;
+  uint64_t from = uint64_t{state.prepared} * sectors_per_request_;
   size_t bytes = (io->num_sectors - from) * kSectorSize;
   state.staged_data = std::make_unique<uint8_t[]>(bytes);
   std::memcpy(state.staged_data.get(), io->write_data + from * kSectorSize,
@@ -85,82 +127,169 @@ void FrontendQueue::StageWriteData(BlockIo* io) {
   state.staged_from_sector = from;
 }
 
-bool FrontendQueue::DispatchChildren(BlockIo* io) {
+bool FrontendQueue::PrepareChildren(BlockIo* io, uint64_t now_ns) {
   BlockIo::QueueState& state = io->state_;
-  bool is_data = io->op == BlockOp::kRead || io->op == BlockOp::kWrite;
-  while (state.dispatched < state.children) {
-    uint64_t first = uint64_t{state.dispatched} * sectors_per_request_;
-    uint64_t count =
-        is_data ? std::min<uint64_t>(sectors_per_request_,
-                                     io->num_sectors - first)
-                : 0;
-    uint32_t pages = PagesFor(count);
-    if (free_ids_.empty() || !ring_->HasRoomFor(pages)) return false;
-    RingRequest request;
-    request.op = io->op;
-    Shadow shadow;
-    shadow.io = io;
-    uint32_t id = free_ids_.back();
-    if (is_data) {
+  while (state.prepared < state.children) {
+    uint32_t child = state.prepared;
+    Pending pending;
+    pending.op = io->op;
+    pending.staged_ns = now_ns;
+    pending.members.push_back(Member{io, child});
+    if (IsData(io->op)) {
+      uint64_t first = uint64_t{child} * sectors_per_request_;
+      uint64_t count = ChildSectors(io, child);
+      uint32_t pages = PagesFor(count);
       std::optional<uint32_t> first_page = pool_.Allocate(pages);
       if (!first_page) return false;
-      uint8_t* memory = data_ + size_t{*first_page} * kPageSize;
+      state.first_pages[child] = *first_page;
       if (io->op == BlockOp::kWrite) {
         const uint8_t* source =
             state.staged_data
                 ? state.staged_data.get() +
                       (first - state.staged_from_sector) * kSectorSize
                 : io->write_data + first * kSectorSize;
-        std::memcpy(memory, source, count * kSectorSize);
-      } else {
-        state.first_pages[state.dispatched] = *first_page;
+        std::memcpy(data_ + size_t{*first_page} * kPageSize, source,
+                    count * kSectorSize);
       }
+      pending.sector = io->sector + first;
+      pending.num_sectors = count;
       // Whole pages from the start of the run; the last may be partial.
-      segments_.clear();
+      pending.segments.reserve(pages);
       for (uint64_t done = 0; done < count; done += kSectorsPerPage) {
-        uint64_t in_page =
-            std::min<uint64_t>(kSectorsPerPage, count - done);
-        segments_.push_back(
-            DataSegment{*first_page + static_cast<uint32_t>(segments_.size()),
-                        0, static_cast<uint8_t>(in_page - 1)});
+        uint64_t in_page = std::min<uint64_t>(kSectorsPerPage, count - done);
+        pending.segments.push_back(DataSegment{
+            *first_page + static_cast<uint32_t>(done / kSectorsPerPage), 0,
+            static_cast<uint8_t>(in_page - 1)});
       }
-      request.sector = io->sector + first;
-      request.num_sectors = count;
-      request.segments = segments_.data();
-      request.segment_count = static_cast<uint32_t>(segments_.size());
-      shadow.first_page = *first_page;
-      shadow.pages = pages;
-      shadow.free_pages_on_response = io->op == BlockOp::kWrite;
     } else {
-      request.sector = io->sector;
-      request.num_sectors = io->num_sectors;
+      pending.sector = io->sector;
+      pending.num_sectors = io->num_sectors;
     }
-    // This id's table pages, for a protocol that needs them (indirect
-    // segment pages, descriptor tables, headers).
-    table_pages_.clear();
-    for (uint32_t t = 0; t < layout_.table_pages_per_request; ++t) {
-      table_pages_.push_back(layout_.pool_pages +
-                             id * layout_.table_pages_per_request + t);
-    }
-    request.table_pages = table_pages_.data();
-    request.table_page_count = layout_.table_pages_per_request;
-    free_ids_.pop_back();
-    shadow_[id] = shadow;
-    request.id = id;
-    ring_->Write(request);
-    ++state.dispatched;
-    stats_->Add(Counter::inflight);
+    ++state.prepared;
+    Stage(std::move(pending));
   }
-  // Fully on the ring: the staging copy is no longer needed.
   state.staged_data.reset();
   return true;
 }
 
-bool FrontendQueue::DispatchStaged() {
-  while (!staging_.empty()) {
-    if (!DispatchChildren(staging_.front())) break;
-    staging_.pop_front();
+void FrontendQueue::Stage(Pending pending) {
+  if (policy_.dispatch == DispatchMode::kAlways) {
+    // Straight out of the staging queue: nothing can merge into it now.
+    dispatch_list_.push_back(std::move(pending));
+    return;
   }
+  if (policy_.merge && IsData(pending.op) && TryMerge(pending)) return;
+  staging_.push_back(std::move(pending));
+}
+
+bool FrontendQueue::TryMerge(Pending& pending) {
+  size_t looked = 0;
+  for (auto it = staging_.rbegin();
+       it != staging_.rend() && looked < kMergeLookback; ++it, ++looked) {
+    Pending& staged = *it;
+    if (staged.op != pending.op) continue;
+    if (staged.segments.size() + pending.segments.size() >
+            layout_.max_segments ||
+        staged.num_sectors + pending.num_sectors > sectors_per_request_) {
+      continue;
+    }
+    bool back = staged.sector + staged.num_sectors == pending.sector;
+    bool front = pending.sector + pending.num_sectors == staged.sector;
+    if (!back && !front) continue;
+    if (back) {
+      staged.segments.insert(staged.segments.end(), pending.segments.begin(),
+                             pending.segments.end());
+      staged.members.insert(staged.members.end(), pending.members.begin(),
+                            pending.members.end());
+    } else {
+      pending.segments.insert(pending.segments.end(), staged.segments.begin(),
+                              staged.segments.end());
+      staged.segments = std::move(pending.segments);
+      pending.members.insert(pending.members.end(), staged.members.begin(),
+                             staged.members.end());
+      staged.members = std::move(pending.members);
+      staged.sector = pending.sector;
+    }
+    staged.num_sectors += pending.num_sectors;
+    stats_->Add(pending.op == BlockOp::kRead ? Counter::merges_read
+                                             : Counter::merges_write);
+    return true;
+  }
+  return false;
+}
+
+bool FrontendQueue::CanWrite(const Pending& pending) const {
+  return !free_ids_.empty() &&
+         ring_->HasRoomFor(static_cast<uint32_t>(pending.segments.size()));
+}
+
+void FrontendQueue::WriteToRing(Pending& pending) {
+  uint32_t id = free_ids_.back();
+  free_ids_.pop_back();
+  // This id's table pages, for a protocol that needs them.
+  table_pages_.clear();
+  for (uint32_t t = 0; t < layout_.table_pages_per_request; ++t) {
+    table_pages_.push_back(layout_.pool_pages +
+                           id * layout_.table_pages_per_request + t);
+  }
+  RingRequest request;
+  request.op = pending.op;
+  request.id = id;
+  request.sector = pending.sector;
+  request.num_sectors = pending.num_sectors;
+  request.segments = pending.segments.data();
+  request.segment_count = static_cast<uint32_t>(pending.segments.size());
+  request.table_pages = table_pages_.data();
+  request.table_page_count = layout_.table_pages_per_request;
+  ring_->Write(request);
+  for (const Member& member : pending.members) {
+    ++member.io->state_.dispatched;
+  }
+  Shadow& shadow = shadow_[id];
+  shadow.op = pending.op;
+  shadow.members = std::move(pending.members);
+  shadow.in_use = true;
+  stats_->Add(Counter::inflight);
+}
+
+void FrontendQueue::DispatchStaging(uint64_t now_ns) {
+  // Requests already out of the staging queue go first (kAlways).
+  while (!dispatch_list_.empty()) {
+    if (!CanWrite(dispatch_list_.front())) {
+      stats_->Add(Counter::dispatch_busy);
+      break;
+    }
+    WriteToRing(dispatch_list_.front());
+    dispatch_list_.pop_front();
+  }
+  if (staging_.empty()) return;
+  // Busy: one request per dispatch, leaving the rest to merge; otherwise as
+  // many as fit.
+  size_t budget = busy_ewma_ != 0 ? 1 : staging_.size();
+  bool refused = false;
+  const uint64_t plug_ns = uint64_t{policy_.plug_us} * 1000;
+  while (!staging_.empty() && budget > 0) {
+    Pending& front = staging_.front();
+    if (plug_ns != 0 && now_ns < front.staged_ns + plug_ns) break;  // plugged
+    if (!CanWrite(front)) {
+      refused = true;
+      stats_->Add(Counter::dispatch_busy);
+      break;
+    }
+    WriteToRing(front);
+    staging_.pop_front();
+    --budget;
+  }
+  // blk-mq's moving average: a refusal pulls it towards 16, a clean pass
+  // towards 0; busy while it is not 0.
+  busy_ewma_ = (busy_ewma_ * 7 + (refused ? 16 : 0)) / 8;
+}
+
+bool FrontendQueue::Pump(uint64_t now_ns) {
+  while (!page_wait_.empty() && PrepareChildren(page_wait_.front(), now_ns)) {
+    page_wait_.pop_front();
+  }
+  DispatchStaging(now_ns);
   return PublishLocked();
 }
 
@@ -179,15 +308,23 @@ bool FrontendQueue::PublishLocked() {
 
 void FrontendQueue::Kick() { kick_->Signal(); }
 
+int64_t FrontendQueue::SleepBudgetNs(uint64_t now_ns) const {
+  if (policy_.plug_us == 0 || staging_.empty()) return -1;
+  uint64_t deadline = staging_.front().staged_ns + uint64_t{policy_.plug_us} * 1000;
+  return deadline > now_ns ? static_cast<int64_t>(deadline - now_ns) : 0;
+}
+
 void FrontendQueue::CompletionLoop() {
   std::vector<BlockIo*> done;
+  int64_t budget = -1;
   for (;;) {
-    irq_->Wait();
+    irq_->WaitFor(budget);
     done.clear();
     ConsumeResponses(&done);
     Finish(done);
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ && outstanding_ == 0) return;
+    budget = SleepBudgetNs(policy_.plug_us > 0 ? NowNs() : 0);
   }
 }
 
@@ -202,7 +339,7 @@ void FrontendQueue::ConsumeResponses(std::vector<BlockIo*>* done) {
       if (!ring_->FinalCheckForResponses()) break;
       stats_->Add(Counter::final_check_again);
     }
-    kick = DispatchStaged();
+    kick = Pump(policy_.plug_us > 0 ? NowNs() : 0);
   }
   if (kick) Kick();
 }
@@ -210,15 +347,28 @@ void FrontendQueue::ConsumeResponses(std::vector<BlockIo*>* done) {
 void FrontendQueue::OnResponse(uint64_t id, int result,
                                std::vector<BlockIo*>* done) {
   // The backend is a stranger too: ignore ids we did not hand out.
-  if (id >= shadow_.size() || shadow_[id].io == nullptr) return;
-  Shadow shadow = shadow_[id];
-  shadow_[id] = Shadow{};
+  if (id >= shadow_.size() || !shadow_[id].in_use) return;
+  Shadow& shadow = shadow_[id];
+  // One failure fails every request the ring request carried; with one
+  // member, its own error stands.
+  int member_result =
+      result < 0 && shadow.members.size() > 1 ? -EIO : result;
+  for (const Member& member : shadow.members) {
+    BlockIo* io = member.io;
+    BlockIo::QueueState& state = io->state_;
+    if (member_result < 0 && state.error == 0) state.error = member_result;
+    // A write's pages are free as soon as the data is on the disk; a read's
+    // hold the data until the BlockIo is completed.
+    if (io->op == BlockOp::kWrite) {
+      pool_.Free(state.first_pages[member.child],
+                 PagesFor(ChildSectors(io, member.child)));
+    }
+    if (++state.answered == state.children) done->push_back(io);
+  }
+  shadow.members.clear();
+  shadow.in_use = false;
   free_ids_.push_back(static_cast<uint32_t>(id));
   stats_->Sub(Counter::inflight);
-  if (shadow.free_pages_on_response) pool_.Free(shadow.first_page, shadow.pages);
-  BlockIo::QueueState& state = shadow.io->state_;
-  if (result < 0 && state.error == 0) state.error = result;
-  if (++state.answered == state.children) done->push_back(shadow.io);
 }
 
 void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
@@ -231,28 +381,27 @@ void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
   std::vector<Run> runs_to_free;
   for (BlockIo* io : done) {
     BlockIo::QueueState& state = io->state_;
-    // Take what we still need out of the BlockIo: Complete() may delete it.
-    std::vector<uint32_t> first_pages = std::move(state.first_pages);
-    int result = state.error;
-    uint64_t remaining = io->num_sectors;
     pieces.clear();
-    for (uint32_t first_page : first_pages) {
-      uint64_t count = std::min<uint64_t>(sectors_per_request_, remaining);
-      remaining -= count;
-      runs_to_free.push_back(Run{first_page, PagesFor(count)});
-      if (result == 0) {
-        pieces.push_back(DataPiece{
-            data_ + size_t{first_page} * kPageSize, count * kSectorSize});
+    if (io->op == BlockOp::kRead) {
+      for (uint32_t child = 0; child < state.children; ++child) {
+        uint64_t count = ChildSectors(io, child);
+        uint32_t first_page = state.first_pages[child];
+        runs_to_free.push_back(Run{first_page, PagesFor(count)});
+        if (state.error == 0) {
+          pieces.push_back(DataPiece{data_ + size_t{first_page} * kPageSize,
+                                     count * kSectorSize});
+        }
       }
     }
-    io->Complete(result, pieces);
+    // Complete() may delete the BlockIo: nothing of it is used after.
+    io->Complete(state.error, pieces);
   }
   bool kick;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Run& run : runs_to_free) pool_.Free(run.first_page, run.pages);
     outstanding_ -= done.size();
-    kick = DispatchStaged();
+    kick = Pump(policy_.plug_us > 0 ? NowNs() : 0);
     if (outstanding_ == 0) drained_.notify_all();
   }
   if (kick) Kick();

@@ -1,12 +1,31 @@
 // FrontendQueue: the driver side of one queue, independent of the ring
-// protocol. FUSE threads Submit() BlockIos; the queue splits each into ring
-// requests of at most max_segments pages (counted in `splits`), copies write
-// data into pages from its pool, puts the requests on the ring and kicks the
-// backend when the protocol says so. While the ring or the page pool is full,
-// BlockIos wait in a FIFO staging queue (counted as ring_full) and are
-// dispatched as responses free room. A completion thread (the "interrupt
-// handler") sleeps on the interrupt eventfd, consumes responses and
-// completes BlockIos.
+// protocol, with a software staging queue in front of the ring (blk-mq's
+// software queue and dispatch, on a small scale).
+//
+// Submit() splits a BlockIo into children of at most max_segments pages
+// (`splits`), gives each a run of pages from the pool, copies write data in,
+// and stages each child as a pending ring request. Staging first tries to
+// merge it into a staged request of the same direction: a back merge (it
+// starts where that one ends), then a front merge, within max_segments pages
+// and max_segments * 4 KiB; flushes and discards never merge (`merges_read`,
+// `merges_write`: one per request merged into another, as iostat counts).
+//
+// Dispatch policies (QueuePolicy::dispatch):
+// - kWhenRoom: requests leave the staging queue only into free ring slots;
+//   while the ring is full they stay where later ones can still merge into
+//   them. A busy score (blk-mq's EWMA: busy = the ring refused) switches
+//   between moving every request that fits (not busy) and one per dispatch
+//   (busy).
+// - kAlways: every request leaves staging at once for a dispatch list where
+//   nothing merges, and waits there for ring room (blk-mq before 2017).
+// `dispatch_busy` counts dispatch attempts the ring refused. With plug_us,
+// staged requests are held up to that long even when the ring has room, so
+// that a burst can merge (`plugs`).
+//
+// A ring request carries one or more children; its response completes each
+// of them (any failure fails them all with EIO). A completion thread (the
+// "interrupt handler") sleeps on the interrupt eventfd, consumes responses
+// and completes BlockIos.
 //
 // Threads: Submit() from any thread; it never waits for I/O. Completion
 // callbacks run on the completion thread, outside the queue's lock.
@@ -20,6 +39,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "stats/queue_stats.h"
 #include "transport/block_io.h"
 #include "transport/driver_ring.h"
@@ -33,10 +53,18 @@ struct FrontendLayout {
   uint32_t ring_slots = 0;
   uint32_t max_segments = 11;  // data pages per ring request
   uint32_t pool_pages = 0;     // pages 0 .. pool_pages - 1: the data pool
-  // Pages reserved per ring request id for segment tables (indirect pages),
-  // from page pool_pages on: id i owns table_pages_per_request pages at
-  // pool_pages + i * table_pages_per_request. 0 if never needed.
+  // Pages reserved per ring request id for the protocol's tables (indirect
+  // pages, headers), from page pool_pages on: id i owns
+  // table_pages_per_request pages at pool_pages + i * table_pages_per_request.
   uint32_t table_pages_per_request = 0;
+};
+
+enum class DispatchMode { kWhenRoom, kAlways };
+
+struct QueuePolicy {
+  bool merge = true;
+  DispatchMode dispatch = DispatchMode::kWhenRoom;
+  uint32_t plug_us = 0;  // 0: never hold requests back
 };
 
 class FrontendQueue {
@@ -45,8 +73,8 @@ class FrontendQueue {
   // the backend, `irq` is signalled by it. All pointers must outlive the
   // queue.
   FrontendQueue(std::unique_ptr<DriverRing> ring, uint8_t* data_memory,
-                const FrontendLayout& layout, EventFd* kick, EventFd* irq,
-                stats::QueueStats* stats);
+                const FrontendLayout& layout, const QueuePolicy& policy,
+                EventFd* kick, EventFd* irq, stats::QueueStats* stats);
   ~FrontendQueue();
   FrontendQueue(const FrontendQueue&) = delete;
   FrontendQueue& operator=(const FrontendQueue&) = delete;
@@ -56,8 +84,8 @@ class FrontendQueue {
 
   // Takes `io` into the queue's care until io->Complete() is called.
   // A BlockIo the pool can never hold (a read keeps all its pages until
-  // answered; a write needs one ring request's pages at a time) completes at
-  // once with -EINVAL; Queue sizes the pool for kMaxBlockIoSectors.
+  // answered; a write needs one child's pages at a time) completes at once
+  // with -EINVAL; Queue sizes the pool for kMaxBlockIoSectors.
   // REQUIRES: io->num_sectors > 0 for reads and writes; Start() was called.
   void Submit(BlockIo* io);
 
@@ -69,37 +97,66 @@ class FrontendQueue {
   void Stop();
 
  private:
+  // One child of a BlockIo carried by a ring request.
+  struct Member {
+    BlockIo* io;
+    uint32_t child;
+  };
+  using Members = absl::InlinedVector<Member, 4>;
+  // A ring request being formed: in the staging queue or the dispatch list.
+  struct Pending {
+    BlockOp op = BlockOp::kRead;
+    uint64_t sector = 0;
+    uint64_t num_sectors = 0;
+    std::vector<DataSegment> segments;
+    Members members;
+    uint64_t staged_ns = 0;  // when it entered the staging queue
+    bool counted_plug = false;
+  };
   // A ring request in flight, indexed by its id.
   struct Shadow {
-    BlockIo* io = nullptr;
-    uint32_t first_page = 0;
-    uint32_t pages = 0;
-    bool free_pages_on_response = false;  // writes: pages free at once
+    BlockOp op = BlockOp::kRead;
+    Members members;
+    bool in_use = false;
   };
 
   void CompletionLoop();
   // Consumes all responses; returns the BlockIos that are now complete.
   void ConsumeResponses(std::vector<BlockIo*>* done);
   void OnResponse(uint64_t id, int result, std::vector<BlockIo*>* done);
-  // Puts staged BlockIos on the ring while there is room; publishes and
-  // returns whether to kick. REQUIRES: mu_ held.
-  bool DispatchStaged();
-  // Puts the remaining children of `io` on the ring. Returns false if the
-  // ring or the pool ran out of room first. REQUIRES: mu_ held.
-  bool DispatchChildren(BlockIo* io);
-  // Copies the write data of io's undispatched children aside.
+  // Gives pages to the children of `io` and stages them. Returns false if the
+  // pool ran out first. REQUIRES: mu_ held.
+  bool PrepareChildren(BlockIo* io, uint64_t now_ns);
+  // Puts a pending request into the staging queue, merging it if it can.
+  void Stage(Pending pending);
+  bool TryMerge(Pending& pending);
+  // Moves work along: page waiters get pages, staged requests go to the
+  // ring as the policy allows. Publishes; returns whether to kick.
+  // REQUIRES: mu_ held.
+  bool Pump(uint64_t now_ns);
+  void DispatchStaging(uint64_t now_ns);
+  bool CanWrite(const Pending& pending) const;
+  void WriteToRing(Pending& pending);
+  // Copies the write data of io's unprepared children aside.
   void StageWriteData(BlockIo* io);
   // Publishes and counts the kick decision; returns whether to kick.
   bool PublishLocked();
   void Kick();
+  // How long the completion thread may sleep before a plug expires, in ns;
+  // -1 for as long as it likes. REQUIRES: mu_ held.
+  int64_t SleepBudgetNs(uint64_t now_ns) const;
   // Calls Complete() on each of `done` and frees their read pages.
   void Finish(const std::vector<BlockIo*>& done);
   uint32_t PagesFor(uint64_t sectors) const {
-    return static_cast<uint32_t>((sectors + 7) / 8);
+    return static_cast<uint32_t>((sectors + kSectorsPerPage - 1) /
+                                 kSectorsPerPage);
   }
+  // Sectors of child `child` of `io`.
+  uint64_t ChildSectors(const BlockIo* io, uint32_t child) const;
 
   uint8_t* const data_;
   const FrontendLayout layout_;
+  const QueuePolicy policy_;
   const uint32_t sectors_per_request_;
   EventFd* const kick_;
   EventFd* const irq_;
@@ -112,9 +169,11 @@ class FrontendQueue {
   PagePool pool_;
   std::vector<Shadow> shadow_;
   std::vector<uint32_t> free_ids_;
-  std::deque<BlockIo*> staging_;
-  std::vector<DataSegment> segments_;   // scratch for one ring request
-  std::vector<uint32_t> table_pages_;   // scratch for one ring request
+  std::deque<BlockIo*> page_wait_;  // BlockIos waiting for pages, FIFO
+  std::deque<Pending> staging_;     // mergeable
+  std::deque<Pending> dispatch_list_;  // kAlways: waiting for the ring
+  uint32_t busy_ewma_ = 0;          // blk-mq's dispatch_busy
+  std::vector<uint32_t> table_pages_;  // scratch for one ring request
   uint64_t outstanding_ = 0;  // submitted BlockIos not yet completed
   bool stopping_ = false;
 

@@ -97,8 +97,8 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
   queue->device_ring_ = protocol.NewDeviceRing(
       back, options.ring_size, queue->grants_.get(), limits, options.notify);
   queue->frontend_ = std::make_unique<FrontendQueue>(
-      std::move(driver_ring), front + ring_bytes, layout, queue->kick_.get(),
-      queue->irq_.get(), &queue->stats_);
+      std::move(driver_ring), front + ring_bytes, layout, options.policy,
+      queue->kick_.get(), queue->irq_.get(), &queue->stats_);
   return queue;
 }
 

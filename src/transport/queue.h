@@ -45,6 +45,8 @@ struct QueueOptions {
   uint64_t disk_sectors = 0;
   bool read_only = false;
   std::string serial;  // for protocols that can ask for it (virtio GET_ID)
+  // Staging queue: merging, dispatch policy, plugging.
+  QueuePolicy policy;
 };
 
 // Checks ring_size and max_segments; the message names the flag and the
