@@ -95,7 +95,7 @@ bool FrontendQueue::DispatchChildren(BlockIo* io) {
                                      io->num_sectors - first)
                 : 0;
     uint32_t pages = PagesFor(count);
-    if (free_ids_.empty() || !ring_->HasRoomFor(pages)) return false;
+    if (free_ids_.empty() || !ring_->HasRoomFor(io->op, pages)) return false;
     RingRequest request;
     request.op = io->op;
     Shadow shadow;
