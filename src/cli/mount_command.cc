@@ -188,6 +188,16 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
           "--disk ", text, ": the image has ", (*image)->size_bytes(),
           " bytes, not ", FormatSize(*spec->expected_size)));
     }
+    if (spec->fault) {
+      uint64_t sectors = (*image)->size_sectors();
+      if (spec->fault->first_sector >= sectors ||
+          spec->fault->sector_count > sectors - spec->fault->first_sector) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--disk ", text, ": the eio range ", spec->fault->first_sector,
+            "+", spec->fault->sector_count, " does not fit in the image's ",
+            sectors, " sectors"));
+      }
+    }
     spec->path = path;
     config->disks.push_back(*spec);
     config->names.push_back(name);

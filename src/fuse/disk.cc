@@ -71,8 +71,9 @@ void Disk::Start() { transport_->Start(); }
 void Disk::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  transport_->Shutdown();
-  if (!image_->read_only() && fdatasync(image_->fd()) != 0) {
+  // Open() may have failed half-way: only what exists is shut down.
+  if (transport_) transport_->Shutdown();
+  if (image_ && !image_->read_only() && fdatasync(image_->fd()) != 0) {
     LogInfo("fdatasync of %s failed: %s", image_->path(), strerror(errno));
   }
 }

@@ -18,14 +18,16 @@ class DriverRing {
   // Ring entries (slots or descriptors) still free.
   virtual uint32_t FreeSlots() const = 0;
 
-  // Whether a request of `segment_count` data segments fits now.
-  virtual bool HasRoomFor(uint32_t segment_count) const {
+  // Whether a request of operation `op` with `segment_count` data segments
+  // fits now.
+  virtual bool HasRoomFor(BlockOp op, uint32_t segment_count) const {
+    (void)op;
     (void)segment_count;
     return FreeSlots() > 0;
   }
 
   // Writes `request` into the ring without publishing it.
-  // REQUIRES: HasRoomFor(request.segment_count).
+  // REQUIRES: HasRoomFor(request.op, request.segment_count).
   virtual void Write(const RingRequest& request) = 0;
 
   // Publishes everything written since the last call and decides, by the

@@ -220,7 +220,8 @@ bool FrontendQueue::TryMerge(Pending& pending) {
 
 bool FrontendQueue::CanWrite(const Pending& pending) const {
   return !free_ids_.empty() &&
-         ring_->HasRoomFor(static_cast<uint32_t>(pending.segments.size()));
+         ring_->HasRoomFor(pending.op,
+                           static_cast<uint32_t>(pending.segments.size()));
 }
 
 void FrontendQueue::WriteToRing(Pending& pending) {

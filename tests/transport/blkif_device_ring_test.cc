@@ -441,7 +441,7 @@ TEST_F(BlkifDeviceRingTest, ProducerTooFarAheadBreaksTheRing) {
   DeviceRequest request;
   ASSERT_EQ(device_->TakeRequest(&request), TakeResult::kValid);
   // One more than the ring holds while no response has been written.
-  StoreRelease(memory_.header()->req_prod, 33);
+  StoreRelease(memory_.header()->req_prod, uint32_t{33});
   EXPECT_EQ(device_->TakeRequest(&request), TakeResult::kRingBroken);
   EXPECT_EQ(device_->TakeRequest(&request), TakeResult::kRingBroken);
 }
@@ -449,7 +449,7 @@ TEST_F(BlkifDeviceRingTest, ProducerTooFarAheadBreaksTheRing) {
 TEST_F(BlkifDeviceRingTest, ProducerMovingBackwardsBreaksTheRing) {
   ExpectValid(ReadWrite(blkif::kOpRead, 1, 0, 1));
   ExpectValid(ReadWrite(blkif::kOpRead, 2, 0, 1));
-  StoreRelease(memory_.header()->req_prod, 1);
+  StoreRelease(memory_.header()->req_prod, uint32_t{1});
   DeviceRequest request;
   EXPECT_EQ(device_->TakeRequest(&request), TakeResult::kRingBroken);
 }

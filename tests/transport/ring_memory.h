@@ -1,6 +1,6 @@
-// Test helper: one shared region holding a blkif ring of `slots` slots and
-// `data_pages` data pages after it, mapped twice (frontend and backend), as
-// transport::Queue lays it out.
+// Test helper: one shared region holding a ring of `slots` slots (blkif's
+// unless told the ring's size) and `data_pages` data pages after it, mapped
+// twice (frontend and backend), as transport::Queue lays it out.
 #pragma once
 
 #include <array>
@@ -18,7 +18,12 @@ namespace pvdisk::transport::testing {
 class RingMemory {
  public:
   RingMemory(uint32_t slots, uint32_t data_pages)
-      : slots_(slots), ring_bytes_(blkif::RingBytes(slots)) {
+      : RingMemory(slots, data_pages, blkif::RingBytes(slots)) {}
+
+  // A ring of `ring_bytes` bytes (a multiple of 4096), for another
+  // protocol's layout; header() and slot() are blkif's and do not apply.
+  RingMemory(uint32_t slots, uint32_t data_pages, size_t ring_bytes)
+      : slots_(slots), ring_bytes_(ring_bytes) {
     auto region = SharedRegion::Create(
         "pvdisk-ring-test",
         ring_bytes_ + size_t{data_pages} * blkif::kPageSize);

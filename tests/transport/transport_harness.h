@@ -29,6 +29,7 @@
 #include "stats/counters.h"
 #include "stats/queue_stats.h"
 #include "transport/block_io.h"
+#include "transport/protocol.h"
 #include "transport/queue.h"
 #include "transport/transport.h"
 
@@ -121,6 +122,7 @@ inline const uint8_t* Bytes(const std::string& text) {
 
 struct TransportConfig {
   io::EngineKind engine = io::EngineKind::kSync;
+  const Protocol* protocol = nullptr;  // null: blkif
   uint32_t queues = 1;
   uint32_t backend_threads = 1;
   QueueMap queue_map = QueueMap::kOffset;
@@ -172,6 +174,7 @@ class TransportFixture : public ::testing::Test {
     image_ = std::move(*image);
     TransportOptions options;
     options.queue.name = "pvdisk-transport-test";
+    options.queue.protocol = config.protocol;
     options.queue.ring_size = config.ring_size;
     options.queue.max_segments = config.max_segments;
     options.queue.persistent = config.persistent;

@@ -1,7 +1,8 @@
 // FrontendQueue and BackendLoop end to end, without FUSE: a
 // transport::Transport over a real image file and real I/O engines. The
-// single-queue tests here run over both engines; the configuration matrix
-// (queues, segments, grants, notification) is below them.
+// single-queue tests here run over both engines and both ring protocols; the
+// configuration matrix (protocol, queues, ring size, segments, grants,
+// notification) is below them.
 #include "transport/transport.h"
 
 #include <algorithm>
@@ -13,13 +14,17 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "io/engine_factory.h"
 #include "stats/counters.h"
+#include "transport/blkif/protocol.h"
 #include "transport/block_io.h"
+#include "transport/protocol.h"
 #include "transport/queue.h"
+#include "transport/virtio/protocol.h"
 #include "transport_harness.h"
 
 namespace pvdisk::transport {
@@ -35,24 +40,50 @@ using testing::TransportConfig;
 using testing::Waiter;
 using namespace std::chrono_literals;
 
-std::string EngineName(const ::testing::TestParamInfo<io::EngineKind>& info) {
-  return std::string(io::EngineKindName(info.param));
+bool IsVirtio(const Protocol* protocol) {
+  return protocol == &VirtioProtocol();
 }
 
-// One queue over the parameter's engine; direct requests only unless a test
-// asks for more segments.
+// Whether a ring request of `pages` data pages goes out of the ring: blkif
+// puts 11 segments in the slot; virtio chains header, 2 pages and status
+// directly, longer chains go into an indirect table.
+bool IsIndirect(const Protocol* protocol, uint64_t pages) {
+  return pages > (IsVirtio(protocol) ? 2u : 11u);
+}
+
+using EngineAndProtocol = std::tuple<io::EngineKind, const Protocol*>;
+
+std::string EngineAndProtocolName(
+    const ::testing::TestParamInfo<EngineAndProtocol>& info) {
+  return std::string(io::EngineKindName(std::get<0>(info.param))) + "_" +
+         std::string(std::get<1>(info.param)->name());
+}
+
+// One queue over the parameters' engine and protocol; direct (blkif)
+// requests only unless a test asks for more segments.
 class TransportTest : public testing::TransportFixture,
-                      public ::testing::WithParamInterface<io::EngineKind> {
+                      public ::testing::WithParamInterface<EngineAndProtocol> {
  protected:
+  static io::EngineKind engine() { return std::get<0>(GetParam()); }
+  static const Protocol* protocol() { return std::get<1>(GetParam()); }
+
+  // A configuration over the parameters' engine and protocol.
+  static TransportConfig BaseConfig() {
+    TransportConfig config;
+    config.engine = engine();
+    config.protocol = protocol();
+    return config;
+  }
+
   void StartQueue(uint32_t ring_size = kDefaultRingSize,
                   uint32_t max_segments = 11,
-                  std::optional<io::FaultRange> fault = std::nullopt) {
-    TransportConfig config;
-    config.engine = GetParam();
+                  std::optional<io::FaultRange> fault = std::nullopt,
+                  bool start = true) {
+    TransportConfig config = BaseConfig();
     config.ring_size = ring_size;
     config.max_segments = max_segments;
     config.fault = fault;
-    StartTransport(config);
+    StartTransport(config, start);
   }
 };
 
@@ -301,8 +332,7 @@ TEST_P(TransportTest, InjectedErrorReachesTheBlockIoAndTheQueueGoesOn) {
 // unmaps everything it mapped.
 TEST_P(TransportTest, InjectedErrorWithIndirectRequestsAndPerRequestGrants) {
   constexpr uint64_t kBad = 4096 + 1000;
-  TransportConfig config;
-  config.engine = GetParam();
+  TransportConfig config = BaseConfig();
   config.max_segments = 64;
   config.persistent = false;
   config.fault = io::FaultRange{kBad, 1};
@@ -398,8 +428,18 @@ TEST_P(TransportTest, LargestBlockIoAtBothSegmentLimits) {
     EXPECT_EQ(Get(Counter::reqs_write), children);
     EXPECT_EQ(Get(Counter::reqs_read), children);
     EXPECT_EQ(Get(Counter::splits), 2 * (children - 1));
-    EXPECT_EQ(Get(Counter::indirect_reqs),
-              max_segments > 11 ? 2 * children : 0);
+    uint64_t indirect = 0;
+    for (uint64_t c = 0; c < children; ++c) {
+      const uint64_t sectors =
+          std::min(per_request, kMaxBlockIoSectors - c * per_request);
+      if (IsIndirect(protocol(), (sectors + 7) / 8)) ++indirect;
+    }
+    EXPECT_EQ(Get(Counter::indirect_reqs), 2 * indirect);
+    if (max_segments > 11 || IsVirtio(protocol())) {
+      EXPECT_EQ(indirect, children);
+    } else {
+      EXPECT_EQ(indirect, 0u);
+    }
   }
 }
 
@@ -430,8 +470,7 @@ TEST_P(TransportTest, ReadThatCanNeverFitThePoolFailsAtOnce) {
 }
 
 TEST_P(TransportTest, ReadOnlyTransportRefusesWritesAndDiscards) {
-  TransportConfig config;
-  config.engine = GetParam();
+  TransportConfig config = BaseConfig();
   config.read_only = true;
   StartTransport(config);
   if (!transport_) return;
@@ -449,9 +488,12 @@ TEST_P(TransportTest, ReadOnlyTransportRefusesWritesAndDiscards) {
 // With 256 segments a ring request carries a whole 1 MiB BlockIo, so a
 // 32-slot ring's 2048-page pool holds only 8 of them: the pool, not the
 // ring, runs out first. Writes wait (their data copied aside) and reads wait
-// for pages, and everything completes in order.
+// for pages, and everything completes in order. The writes are all submitted
+// before the backend starts (Submit() only fills the ring and kicks), so the
+// pool runs out however fast the backend would have been.
 TEST_P(TransportTest, PoolExhaustionStagesAndRecovers) {
-  StartQueue(/*ring_size=*/32, /*max_segments=*/256);
+  StartQueue(/*ring_size=*/32, /*max_segments=*/256, std::nullopt,
+             /*start=*/false);
   if (!transport_) return;
   ASSERT_EQ(transport_->queue(0).pool_pages(), 2048u);
   constexpr int kCount = 40;
@@ -469,6 +511,7 @@ TEST_P(TransportTest, PoolExhaustionStagesAndRecovers) {
       Submit(ios.back());
     }
   }
+  transport_->Start();
   Wait(writes, kCount);
   if (hung_) return;
   for (TestIo* io : ios) ASSERT_EQ(io->result, 0);
@@ -516,8 +559,7 @@ TEST_P(TransportTest, FixedBuffersWithUringAndPersistentGrants) {
       transport_.reset();
       image_.reset();
     }
-    TransportConfig config;
-    config.engine = GetParam();
+    TransportConfig config = BaseConfig();
     config.queues = 3;
     config.backend_threads = 2;
     config.persistent = persistent;
@@ -529,29 +571,72 @@ TEST_P(TransportTest, FixedBuffersWithUringAndPersistentGrants) {
       ASSERT_EQ(Run(BlockOp::kWrite, 0, 8, &data)->result, 0);
     }
     EXPECT_EQ(transport_->uses_fixed_buffers(),
-              persistent && GetParam() == io::EngineKind::kUring);
+              persistent && engine() == io::EngineKind::kUring);
     TestIo* read = Run(BlockOp::kRead, 0, 8);
     EXPECT_EQ(read->result, 0);
     EXPECT_EQ(read->read_data, data);
-    EXPECT_EQ(Get(Counter::grant_maps), persistent ? 0u : 4u);
-    EXPECT_EQ(Get(Counter::grant_unmaps), persistent ? 0u : 4u);
+    // Per request: its data page; virtio also maps the table page once to
+    // copy the header and once to write the status byte.
+    const uint64_t maps = IsVirtio(protocol()) ? 12u : 4u;
+    EXPECT_EQ(Get(Counter::grant_maps), persistent ? 0u : maps);
+    EXPECT_EQ(Get(Counter::grant_unmaps), persistent ? 0u : maps);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, TransportTest,
-                         ::testing::Values(io::EngineKind::kSync,
-                                           io::EngineKind::kUring),
-                         EngineName);
+INSTANTIATE_TEST_SUITE_P(
+    EnginesAndProtocols, TransportTest,
+    ::testing::Combine(::testing::Values(io::EngineKind::kSync,
+                                         io::EngineKind::kUring),
+                       ::testing::Values(&BlkifProtocol(), &VirtioProtocol())),
+    EngineAndProtocolName);
+
+// A virtio DISCARD takes 3 descriptors (header, segment, status) though it
+// has no data pages, so with only 2 free it must wait for a response. The
+// backend starts only after everything was submitted (Submit() just fills
+// the ring and kicks), so the discard comes when ten 1-page writes hold 30
+// of the 32 descriptors.
+class VirtioTransportTest : public testing::TransportFixture {};
+
+TEST_F(VirtioTransportTest, DiscardWaitsWhileOnlyTwoDescriptorsAreFree) {
+  TransportConfig config;
+  config.protocol = &VirtioProtocol();
+  config.ring_size = 32;
+  StartTransport(config, /*start=*/false);
+  if (!transport_) return;
+  const std::string data = Pattern(0, 80, 30);
+  Waiter* waiter = NewWaiter();
+  std::vector<TestIo*> ios;
+  for (uint64_t i = 0; i < 10; ++i) {
+    ios.push_back(
+        NewIo(waiter, BlockOp::kWrite, 8 * i, 8, Bytes(data) + i * 4096));
+    Submit(ios.back());
+  }
+  ios.push_back(NewIo(waiter, BlockOp::kDiscard, 1000, 8, nullptr));
+  Submit(ios.back());
+  transport_->Start();
+  Wait(waiter, 11);
+  if (hung_) return;
+  for (TestIo* io : ios) {
+    EXPECT_EQ(io->result, 0) << "BlockIo at sector " << io->sector;
+  }
+  EXPECT_TRUE(ReadImage(0, 80) == data) << "image differs";
+  EXPECT_EQ(Get(Counter::invalid_reqs), 0u);
+}
 
 // --- The configuration matrix ---
 //
-// A few points of queues x max_segments x grants x notification x queue map
-// (not the full product), each over one engine.
+// A few points of protocol x queues x ring size x max_segments x grants x
+// notification x queue map (not the full product), each over one engine.
 
 std::string ConfigName(const ::testing::TestParamInfo<TransportConfig>& info) {
   const TransportConfig& c = info.param;
-  std::string name = std::string(io::EngineKindName(c.engine));
+  std::string name =
+      std::string(c.protocol != nullptr ? c.protocol->name() : "blkif");
+  name += "_" + std::string(io::EngineKindName(c.engine));
   name += "_q" + std::to_string(c.queues);
+  if (c.ring_size != kDefaultRingSize) {
+    name += "_r" + std::to_string(c.ring_size);
+  }
   if (c.backend_threads > 1) name += "_t" + std::to_string(c.backend_threads);
   name += "_seg" + std::to_string(c.max_segments);
   name += c.persistent ? "_persistent" : "_perrequest";
@@ -571,12 +656,26 @@ TransportConfig Config(io::EngineKind engine, uint32_t queues,
                        QueueMap map = QueueMap::kOffset) {
   TransportConfig config;
   config.engine = engine;
+  config.protocol = &BlkifProtocol();
   config.queues = queues;
   config.backend_threads = backend_threads;
   config.max_segments = max_segments;
   config.persistent = persistent;
   config.notify = notify;
   config.queue_map = map;
+  return config;
+}
+
+// The same over virtio, with a ring size of its own.
+TransportConfig VirtioConfig(io::EngineKind engine, uint32_t queues,
+                             uint32_t backend_threads, uint32_t ring_size,
+                             uint32_t max_segments, bool persistent,
+                             NotifyMode notify,
+                             QueueMap map = QueueMap::kOffset) {
+  TransportConfig config = Config(engine, queues, backend_threads, max_segments,
+                                  persistent, notify, map);
+  config.protocol = &VirtioProtocol();
+  config.ring_size = ring_size;
   return config;
 }
 
@@ -707,7 +806,7 @@ TEST_P(TransportMatrixTest, MixedConcurrentWritesReadBackAndCounters) {
   for (uint64_t c = 0; c < children; ++c) {
     const uint64_t pages =
         std::min<uint64_t>(per_request, 2048 - c * per_request) / 8;
-    if (pages > 11) ++indirect;
+    if (IsIndirect(config.protocol, pages)) ++indirect;
   }
   auto delta = [](const stats::QueueSnapshot& a, const stats::QueueSnapshot& b,
                   Counter c) { return b.Get(c) - a.Get(c); };
@@ -721,7 +820,12 @@ TEST_P(TransportMatrixTest, MixedConcurrentWritesReadBackAndCounters) {
   switch (config.max_segments) {
     case 11:
       EXPECT_EQ(children, 24u);
-      EXPECT_EQ(after_read.Get(Counter::indirect_reqs), 0u);
+      // 11 pages fit a blkif slot, not a direct virtio chain.
+      if (IsVirtio(config.protocol)) {
+        EXPECT_EQ(delta(after_mixed, after_write, Counter::indirect_reqs), 24u);
+      } else {
+        EXPECT_EQ(after_read.Get(Counter::indirect_reqs), 0u);
+      }
       break;
     case 32:
       EXPECT_EQ(children, 8u);
@@ -743,7 +847,9 @@ TEST_P(TransportMatrixTest, MixedConcurrentWritesReadBackAndCounters) {
     EXPECT_EQ(totals.Get(Counter::grant_maps),
               totals.Get(Counter::grant_unmaps));
   }
-  if (config.notify == NotifyMode::kAlways) {
+  // blkif notifies on every push under `always`; virtio then uses the
+  // NO_NOTIFY / NO_INTERRUPT flags, which do suppress.
+  if (config.notify == NotifyMode::kAlways && !IsVirtio(config.protocol)) {
     EXPECT_EQ(totals.Get(Counter::kicks_suppressed), 0u);
     EXPECT_EQ(totals.Get(Counter::irqs_suppressed), 0u);
   }
@@ -769,7 +875,19 @@ INSTANTIATE_TEST_SUITE_P(
         Config(EngineKind::kUring, 4, 2, 256, true, NotifyMode::kAlways,
                QueueMap::kRoundRobin),
         Config(EngineKind::kUring, 4, 1, 11, false, NotifyMode::kEventIdx),
-        Config(EngineKind::kUring, 1, 1, 256, false, NotifyMode::kAlways)),
+        Config(EngineKind::kUring, 1, 1, 256, false, NotifyMode::kAlways),
+        VirtioConfig(EngineKind::kSync, 1, 1, 64, 11, true,
+                     NotifyMode::kEventIdx),
+        VirtioConfig(EngineKind::kSync, 4, 1, 64, 256, true,
+                     NotifyMode::kAlways, QueueMap::kThread),
+        VirtioConfig(EngineKind::kSync, 1, 1, 1024, 256, false,
+                     NotifyMode::kEventIdx),
+        VirtioConfig(EngineKind::kUring, 4, 2, 1024, 256, false,
+                     NotifyMode::kAlways, QueueMap::kRoundRobin),
+        VirtioConfig(EngineKind::kUring, 1, 1, 1024, 11, false,
+                     NotifyMode::kEventIdx),
+        VirtioConfig(EngineKind::kUring, 4, 1, 64, 11, true,
+                     NotifyMode::kEventIdx)),
     ConfigName);
 
 }  // namespace

@@ -222,6 +222,12 @@ TakeResult VirtioDeviceRing::DecodeData(const virtio::BlkHeader& header,
     }
     sectors += d.len / kSector;
   }
+  // seg_max bounds the pages too, not only the descriptors: one descriptor
+  // may not smuggle in a larger request than the driver was offered.
+  if (out->segments.size() > limits_.max_segments) {
+    out->segments.clear();
+    return TakeResult::kInvalid;
+  }
   if (header.sector > limits_.disk_sectors ||
       sectors > limits_.disk_sectors - header.sector) {
     out->segments.clear();

@@ -1,5 +1,6 @@
 #include "transport/virtio/driver_ring.h"
 
+#include <cassert>
 #include <cerrno>
 #include <cstring>
 
@@ -75,13 +76,15 @@ uint16_t& VirtioDriverRing::AvailEvent() {
   return *reinterpret_cast<uint16_t*>(ring_ + layout_.used + 4 + 8 * size_);
 }
 
-uint32_t VirtioDriverRing::DescriptorsFor(uint32_t segment_count) const {
-  uint32_t chain = segment_count + 2;  // header and status
+uint32_t VirtioDriverRing::DescriptorsFor(BlockOp op,
+                                          uint32_t segment_count) const {
+  bool range = op == BlockOp::kDiscard || op == BlockOp::kWriteZeroes;
+  uint32_t chain = 2 + (range ? 1 : segment_count);  // + header and status
   return chain <= kMaxDirectDescriptors ? chain : 1;
 }
 
-bool VirtioDriverRing::HasRoomFor(uint32_t segment_count) const {
-  return num_free_ >= DescriptorsFor(segment_count);
+bool VirtioDriverRing::HasRoomFor(BlockOp op, uint32_t segment_count) const {
+  return num_free_ >= DescriptorsFor(op, segment_count);
 }
 
 uint16_t VirtioDriverRing::TakeDescriptor() {
@@ -136,6 +139,9 @@ void VirtioDriverRing::Write(const RingRequest& request) {
 
   uint16_t head;
   const uint32_t count = static_cast<uint32_t>(chain_.size());
+  // The room check promised exactly this many descriptors.
+  assert(DescriptorsFor(request.op, request.segment_count) ==
+         (count <= kMaxDirectDescriptors ? count : 1));
   if (count <= kMaxDirectDescriptors) {
     head = TakeDescriptor();
     uint16_t index = head;

@@ -33,7 +33,7 @@ class VirtioDriverRing final : public DriverRing {
                    NotifyMode notify);
 
   uint32_t FreeSlots() const override { return num_free_; }
-  bool HasRoomFor(uint32_t segment_count) const override;
+  bool HasRoomFor(BlockOp op, uint32_t segment_count) const override;
   void Write(const RingRequest& request) override;
   PushResult Publish() override;
   int ConsumeResponses(
@@ -50,8 +50,9 @@ class VirtioDriverRing final : public DriverRing {
   uint16_t& UsedIdx();
   virtio::UsedElem& UsedRing(uint32_t i);
   uint16_t& AvailEvent();  // used.ring[size]
-  // Descriptors a request of `segment_count` data segments takes.
-  uint32_t DescriptorsFor(uint32_t segment_count) const;
+  // Descriptors a request takes: header, status, and its data segments or
+  // (discard, write-zeroes) its one range segment; 1 if indirect.
+  uint32_t DescriptorsFor(BlockOp op, uint32_t segment_count) const;
   uint16_t TakeDescriptor();
   void FreeChain(uint16_t head);
 

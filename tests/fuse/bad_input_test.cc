@@ -1,0 +1,191 @@
+// Bad command lines: each exits 2 with one "pvdisk: ..." line on stderr and
+// leaves nothing mounted, created or running.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fuse_harness.h"
+#include "gtest/gtest.h"
+
+namespace pvdisk::fuse_testing {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+// Every path below `root` with its size (directories as -1).
+std::set<std::pair<std::string, int64_t>> Tree(const std::string& root) {
+  std::set<std::pair<std::string, int64_t>> entries;
+  std::error_code error;
+  for (auto it = std::filesystem::recursive_directory_iterator(root, error);
+       it != std::filesystem::recursive_directory_iterator(); ++it) {
+    bool is_dir = it->is_directory(error);
+    entries.insert({it->path().string(),
+                    is_dir ? -1 : static_cast<int64_t>(it->file_size(error))});
+  }
+  return entries;
+}
+
+void ExpectUsageError(const CommandResult& result) {
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 2) << result.Describe();
+  EXPECT_EQ(result.err.rfind("pvdisk: ", 0), 0u) << result.Describe();
+  ASSERT_FALSE(result.err.empty());
+  EXPECT_EQ(result.err.back(), '\n') << result.Describe();
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
+      << "not exactly one line: " << result.Describe();
+  EXPECT_EQ(result.out, "") << result.Describe();
+}
+
+struct BadCase {
+  const char* name;
+  std::vector<std::string> args;  // "@" stands for the scratch directory
+};
+
+const std::vector<BadCase>& BadCases() {
+  static const std::vector<BadCase> cases = {
+      {"MissingImage", {"mount", "@/mnt", "--disk", "@/missing.img"}},
+      {"ImageIsADirectory", {"mount", "@/mnt", "--disk", "@/dir.img"}},
+      {"ImageSizeNotSectorMultiple", {"mount", "@/mnt", "--disk", "@/odd.img"}},
+      {"EmptyImage", {"mount", "@/mnt", "--disk", "@/empty.img"}},
+      {"UnknownFlag", {"mount", "@/mnt", "--disk", "@/disk0.img", "--bogus"}},
+      {"UnknownEngine",
+       {"mount", "@/mnt", "--disk", "@/disk0.img", "--engine", "foo"}},
+      {"RingSizeNotPowerOfTwo",
+       {"mount", "@/mnt", "--disk", "@/disk0.img", "--ring-size", "100"}},
+      {"RingSizeTooSmall",
+       {"mount", "@/mnt", "--disk", "@/disk0.img", "--ring-size", "16"}},
+      {"RingSizeTooLarge",
+       {"mount", "@/mnt", "--disk", "@/disk0.img", "--ring-size", "8192"}},
+      {"RingSizeNotANumber",
+       {"mount", "@/mnt", "--disk", "@/disk0.img", "--ring-size", "abc"}},
+      {"RingSizeMissingValue",
+       {"mount", "@/mnt", "--disk", "@/disk0.img", "--ring-size"}},
+      {"MountpointMissing", {"mount", "@/nope", "--disk", "@/disk0.img"}},
+      {"MountpointIsARegularFile",
+       {"mount", "@/odd.img", "--disk", "@/disk0.img"}},
+      {"SameImageTwice",
+       {"mount", "@/mnt", "--disk", "@/disk0.img", "--disk", "@/disk0.img"}},
+      {"SameImageTwiceByAnotherPath",
+       {"mount", "@/mnt", "--disk", "@/disk0.img", "--disk",
+        "@/dir.img/../disk0.img"}},
+      {"NoDisk", {"mount", "@/mnt"}},
+      {"NoMountpoint", {"mount", "--disk", "@/disk0.img"}},
+      {"UnknownDiskOption", {"mount", "@/mnt", "--disk", "@/disk0.img,rw"}},
+      {"DiskSizeMismatch", {"mount", "@/mnt", "--disk", "@/disk0.img,size=2M"}},
+      {"EioRangeOutsideImage",
+       {"mount", "@/mnt", "--disk", "@/disk0.img,eio=4096+8"}},
+      {"EioNotANumber", {"mount", "@/mnt", "--disk", "@/disk0.img,eio=x"}},
+      {"ImageNamedStats", {"mount", "@/mnt", "--disk", "@/stats"}},
+      {"CreateUnknownUnit", {"create", "@/new.img", "--size", "12Q"}},
+      {"CreateSizeZero", {"create", "@/new.img", "--size", "0"}},
+      {"CreateSizeNotSectorMultiple",
+       {"create", "@/new.img", "--size", "1000"}},
+      {"CreateWithoutSize", {"create", "@/new.img"}},
+      {"CreateInMissingDirectory",
+       {"create", "@/nope/new.img", "--size", "1M"}},
+      {"UnmountNotMounted", {"unmount", "@/mnt"}},
+      {"UnmountMissingDirectory", {"unmount", "@/nope"}},
+      {"UnknownCommand", {"frobnicate", "@/mnt"}},
+  };
+  return cases;
+}
+
+class BadInputTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadInputTest, ExitsTwoWithOneLineAndChangesNothing) {
+  PVDISK_REQUIRE_FUSE();
+  TempDir dir;
+  const std::string mnt = dir.MakeDir("mnt");
+  dir.MakeDir("dir.img");
+  CreateImage(dir.Path("disk0.img"), 1 * kMiB);
+  CreateImage(dir.Path("stats"), 1 * kMiB);
+  WriteWholeFile(dir.Path("odd.img"), std::string(1000, 'o'));
+  WriteWholeFile(dir.Path("empty.img"), "");
+  const auto before = Tree(dir.path());
+
+  std::vector<std::string> args;
+  for (std::string arg : GetParam().args) {
+    for (size_t at; (at = arg.find('@')) != std::string::npos;) {
+      arg.replace(at, 1, dir.path());
+    }
+    args.push_back(arg);
+  }
+  CommandResult result = RunPvdisk(args, std::chrono::seconds(30));
+  ExpectUsageError(result);
+
+  EXPECT_FALSE(IsMounted(mnt));
+  EXPECT_EQ(MountCount(dir.path() + "/nope"), 0);
+  EXPECT_EQ(Tree(dir.path()), before) << "files changed";
+  EXPECT_TRUE(PvdiskProcessesMentioning(dir.path()).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, BadInputTest, ::testing::ValuesIn(BadCases()),
+                         [](const auto& info) {
+                           return std::string(info.param.name);
+                         });
+
+TEST(CliTest, SecondMountOnTheSameDirectoryIsRefused) {
+  PVDISK_REQUIRE_FUSE();
+  TempDir dir;
+  CreateImage(dir.Path("disk0.img"), 8 * kMiB);
+  CreateImage(dir.Path("other.img"), 8 * kMiB);
+  Mount mount(dir.MakeDir("mnt"), {"--disk", dir.Path("disk0.img")});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+
+  for (const std::string& image :
+       {dir.Path("other.img"), dir.Path("disk0.img")}) {
+    CommandResult second =
+        RunPvdisk({"mount", mount.mountpoint(), "--disk", image},
+                  std::chrono::seconds(30));
+    ExpectUsageError(second);
+    EXPECT_EQ(MountCount(mount.mountpoint()), 1);
+    EXPECT_EQ(PvdiskProcessesMentioning(dir.path()).size(), 1u);
+  }
+
+  // The first mount still serves.
+  Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
+  ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+  const std::string data = PatternBytes(71, 5000);
+  PwriteAll(fd.get(), 12345, data);
+  EXPECT_EQ(FirstDifference(data, PreadAll(fd.get(), 12345, data.size())), "");
+  ASSERT_EQ(fd.Close(), 0);
+  EXPECT_GT(StatsOf(mount.mountpoint(), "disk0.img")["fuse_writes"], 0u);
+  EXPECT_EQ(DaemonPidOf(mount.mountpoint()), mount.daemon_pid());
+}
+
+TEST(CliTest, CreateRefusesAnExistingFileUnlessForced) {
+  TempDir dir;
+  const std::string path = dir.Path("disk0.img");
+  const std::string precious = PatternBytes(81, 8192);
+  WriteWholeFile(path, precious);
+
+  CommandResult refused = RunPvdisk({"create", path, "--size", "1M"});
+  ExpectUsageError(refused);
+  EXPECT_EQ(ReadWholeFile(path), precious) << "the file changed";
+
+  CommandResult forced = RunPvdisk({"create", path, "--size", "1M", "--force"});
+  EXPECT_EQ(forced.exit_code, 0) << forced.Describe();
+  EXPECT_EQ(forced.err, "");
+  EXPECT_EQ(ReadWholeFile(path), std::string(kMiB, '\0'));
+
+  // A fresh create works and makes a sparse image of exactly that size.
+  CommandResult fresh =
+      RunPvdisk({"create", dir.Path("new.img"), "--size", "3M"});
+  EXPECT_EQ(fresh.exit_code, 0) << fresh.Describe();
+  struct stat st;
+  ASSERT_EQ(stat(dir.Path("new.img").c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), 3 * kMiB);
+  EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, 3 * kMiB)
+      << "not sparse";
+}
+
+}  // namespace
+}  // namespace pvdisk::fuse_testing

@@ -1,0 +1,314 @@
+// fio through the mount: verified writes, injected I/O errors, and an
+// unmount while fio is writing.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "fuse_harness.h"
+#include "gtest/gtest.h"
+
+namespace pvdisk::fuse_testing {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+std::string EngineName(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
+}
+
+// fio's normal output has "err= 0:" for a job that saw no error.
+void ExpectFioClean(const CommandResult& fio) {
+  bool clean = fio.exit_code == 0 &&
+               fio.out.find("err= 0") != std::string::npos &&
+               fio.out.find("verify:") == std::string::npos &&
+               fio.err.find("verify") == std::string::npos;
+  EXPECT_TRUE(clean) << "fio failed or reported errors: " << fio.Describe();
+}
+
+// ---------------------------------------------------------------------------
+// fio writes with verification, per engine and block-size pattern.
+
+struct FioJob {
+  const char* name;
+  std::vector<std::string> args;
+  uint64_t bytes;  // how much the job writes
+  std::vector<std::string> mount_args = {};
+};
+
+const FioJob& JobNamed(const std::string& name) {
+  static const std::vector<FioJob> jobs = {
+      {"Bs4k",
+       {"--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=64M"},
+       64 * kMiB},
+      {"Bsrange4kTo1m",
+       {"--rw=randwrite", "--bsrange=4k-1m", "--iodepth=32", "--size=64M"},
+       64 * kMiB},
+      // The smallest ring: 32 requests of up to 1 MiB in flight need many
+      // more slots and data pages than its 32, so they must wait for each
+      // other (ring_full), not hang or fail.
+      {"Bsrange4kTo1mRing32",
+       {"--rw=randwrite", "--bsrange=4k-1m", "--iodepth=32", "--size=64M"},
+       64 * kMiB,
+       {"--ring-size", "32"}},
+      // Blocks of 1000 bytes: neighbours share sectors, so concurrent
+      // read-modify-write cycles must not lose each other's bytes.
+      {"Unaligned1000",
+       {"--rw=randwrite", "--bs=1000", "--iodepth=32", "--size=8000000"},
+       8000000},
+  };
+  for (const FioJob& job : jobs) {
+    if (job.name == name) return job;
+  }
+  ADD_FAILURE() << "no fio job " << name;
+  return jobs[0];
+}
+
+class FioVerifyTest
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(FioVerifyTest, VerifiesAndCountersAreConsistent) {
+  PVDISK_REQUIRE_FIO();
+  const auto& [engine, job_name] = GetParam();
+  const FioJob& job = JobNamed(job_name);
+  TempDir dir;
+  const std::string image = dir.Path("disk0.img");
+  CreateImage(image, 128 * kMiB);
+  std::vector<std::string> mount_args = {"--disk", image, "--engine", engine};
+  mount_args.insert(mount_args.end(), job.mount_args.begin(),
+                    job.mount_args.end());
+  Mount mount(dir.MakeDir("mnt"), mount_args);
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+
+  std::vector<std::string> args = job.args;
+  args.insert(args.end(), {"--verify=crc32c", "--do_verify=1"});
+  CommandResult fio = RunCommand(FioCommand(mount.Path("disk0.img"), args),
+                                 std::chrono::seconds(180));
+  ExpectFioClean(fio);
+
+  DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_EQ(stats.config["engine"], engine);
+  EXPECT_GT(stats["fuse_writes"], 0u);
+  EXPECT_GT(stats["fuse_reads"], 0u);
+  EXPECT_GT(stats["reqs_write"], 0u);
+  EXPECT_GT(stats["reqs_read"], 0u);
+  EXPECT_GE(stats["sectors_written"], job.bytes / 512);
+  EXPECT_GE(stats["sectors_read"], job.bytes / 512);
+  EXPECT_GE(stats["segments"], stats["reqs_write"]);
+  EXPECT_EQ(stats["inflight"], 0u);
+  EXPECT_EQ(stats["errors"], 0u);
+  EXPECT_EQ(stats["invalid_reqs"], 0u);
+  EXPECT_GE(stats["inflight_max"], 2u);
+  const uint64_t ring_size = job.mount_args.empty() ? 256 : 32;
+  EXPECT_EQ(stats.config["ring_size"], std::to_string(ring_size));
+  EXPECT_LE(stats["inflight_max"], ring_size) << "more than the ring holds";
+  if (ring_size == 32) {
+    EXPECT_GT(stats["ring_full"], 0u);
+  }
+  EXPECT_GT(stats["kicks_sent"], 0u);
+  EXPECT_GT(stats["lat_us_p50"], 0u);
+  EXPECT_GE(stats["lat_us_p99"], stats["lat_us_p50"]);
+  ASSERT_EQ(stats.queues.size(), 1u);
+  EXPECT_EQ(stats.queues[0]["sectors_written"], stats["sectors_written"]);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Engines, FioVerifyTest,
+    ::testing::Combine(::testing::Values("uring", "sync"),
+                       ::testing::Values("Bs4k", "Bsrange4kTo1m",
+                                         "Bsrange4kTo1mRing32",
+                                         "Unaligned1000")),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+    });
+
+// ---------------------------------------------------------------------------
+// Injected backend errors become EIO; the rest of the disk keeps working.
+
+class EioTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EioTest, FaultySectorsFailWithEioAndTheRestWorks) {
+  PVDISK_REQUIRE_FIO();
+  TempDir dir;
+  const uint64_t size = 16 * kMiB;
+  const std::string image = dir.Path("disk0.img");
+  CreateImage(image, size);
+  // Sectors 2048..2055 are bytes [1 MiB, 1 MiB + 4 KiB).
+  const uint64_t bad = 2048 * 512;
+  {
+    Mount mount(dir.MakeDir("mnt"),
+                {"--disk", image + ",eio=2048+8", "--engine", GetParam()});
+    ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+    Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    std::string buffer(8192, '\0');
+
+    struct Range {
+      uint64_t offset;
+      uint64_t length;
+    };
+    for (const Range& r : std::vector<Range>{{bad, 4096},
+                                             {bad + 4095, 1},
+                                             {bad - 512, 1024},
+                                             {bad + 100, 7},
+                                             {bad - 4096, 8192}}) {
+      errno = 0;
+      EXPECT_EQ(pread(fd.get(), buffer.data(), r.length,
+                      static_cast<off_t>(r.offset)),
+                -1)
+          << "read at " << r.offset << " length " << r.length;
+      EXPECT_EQ(errno, EIO)
+          << "read at " << r.offset << ": " << std::strerror(errno);
+    }
+    const std::string data = PatternBytes(51, 4096);
+    for (const Range& r : std::vector<Range>{
+             {bad, 4096}, {bad + 100, 10}, {bad + 4096 - 512, 1024}}) {
+      errno = 0;
+      EXPECT_EQ(
+          pwrite(fd.get(), data.data(), r.length, static_cast<off_t>(r.offset)),
+          -1)
+          << "write at " << r.offset << " length " << r.length;
+      EXPECT_EQ(errno, EIO)
+          << "write at " << r.offset << ": " << std::strerror(errno);
+    }
+    // Right next to the faulty sectors, and elsewhere, I/O works.
+    EXPECT_EQ(
+        pread(fd.get(), buffer.data(), 4096, static_cast<off_t>(bad - 4096)),
+        4096)
+        << std::strerror(errno);
+    EXPECT_EQ(
+        pread(fd.get(), buffer.data(), 4096, static_cast<off_t>(bad + 4096)),
+        4096)
+        << std::strerror(errno);
+    PwriteAll(fd.get(), 2 * kMiB, data);
+    PwriteAll(fd.get(), bad + 4096 + 3, data.substr(0, 1000));
+    EXPECT_EQ(FirstDifference(data, PreadAll(fd.get(), 2 * kMiB, 4096)), "");
+    EXPECT_EQ(FirstDifference(data.substr(0, 1000),
+                              PreadAll(fd.get(), bad + 4096 + 3, 1000)),
+              "");
+    // Zeroing the faulty sectors fails too; a flush has no sectors to fail.
+    errno = 0;
+    EXPECT_EQ(fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                        static_cast<off_t>(bad - 4096), 3 * 4096),
+              -1);
+    EXPECT_EQ(errno, EIO) << std::strerror(errno);
+    EXPECT_EQ(fsync(fd.get()), 0) << std::strerror(errno);
+    // Still failing afterwards.
+    errno = 0;
+    EXPECT_EQ(pread(fd.get(), buffer.data(), 512, static_cast<off_t>(bad)), -1);
+    EXPECT_EQ(errno, EIO);
+
+    DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+    EXPECT_GT(stats["errors"], 0u);
+    EXPECT_EQ(stats["inflight"], 0u);
+    EXPECT_NE(stats.config["engine_mode"].find("EIO"), std::string::npos)
+        << stats.config["engine_mode"];
+    ASSERT_EQ(fd.Close(), 0);
+
+    // The daemon keeps serving.
+    CommandResult fio = RunCommand(
+        FioCommand(mount.Path("disk0.img"),
+                   {"--rw=randwrite", "--bs=4k", "--iodepth=16", "--offset=4M",
+                    "--size=8M", "--verify=crc32c", "--do_verify=1"}));
+    ExpectFioClean(fio);
+    CommandResult unmounted = mount.Unmount();
+    ASSERT_EQ(unmounted.exit_code, 0) << unmounted.Describe();
+  }
+  // The refused writes left the faulty sectors as they were.
+  Fd fd = Open(image, O_RDONLY);
+  ASSERT_TRUE(fd.valid());
+  EXPECT_EQ(FirstDifference(std::string(4096, '\0'),
+                            PreadAll(fd.get(), bad, 4096), bad),
+            "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, EioTest, ::testing::Values("uring", "sync"),
+                         EngineName);
+
+// ---------------------------------------------------------------------------
+// pvdisk unmount while fio writes: it finishes in-flight I/O, so every 4 KiB
+// block holds either the old or the new bytes, never a mix. At full speed
+// fio overwrites the whole 64 MiB several times in 1.5 s, so a second run
+// limits its rate, leaving old blocks next to new ones for the check.
+
+class UnmountDuringIoTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(UnmountDuringIoTest, FinishesInFlightWritesWithoutTornBlocks) {
+  PVDISK_REQUIRE_FIO();
+  const bool rate_limited = GetParam() == "RateLimited";
+  TempDir dir;
+  const uint64_t size = 64 * kMiB;
+  const std::string image = dir.Path("disk0.img");
+  FillFile(image, size, 0xAA);
+  Mount mount(dir.MakeDir("mnt"), {"--disk", image});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  const pid_t daemon = mount.daemon_pid();
+  ASSERT_GT(daemon, 0);
+
+  std::vector<std::string> args = {
+      "--rw=randwrite", "--bs=64k",     "--iodepth=16",         "--size=64M",
+      "--time_based",   "--runtime=30", "--buffer_pattern=0x55"};
+  if (rate_limited) args.push_back("--rate=16m");
+  BackgroundProcess fio(FioCommand(mount.Path("disk0.img"), args));
+  ASSERT_TRUE(fio.started());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_FALSE(fio.Wait(std::chrono::milliseconds(0)))
+      << "fio ended before the unmount: " << fio.result().Describe();
+
+  auto start = std::chrono::steady_clock::now();
+  CommandResult unmounted = mount.Unmount(std::chrono::seconds(30));
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(unmounted.timed_out);
+  EXPECT_EQ(unmounted.exit_code, 0) << unmounted.Describe();
+  EXPECT_LT(took, std::chrono::seconds(30));
+  // `pvdisk unmount` returns only once the daemon has exited and the mount
+  // is gone.
+  EXPECT_FALSE(IsMounted(mount.mountpoint())) << "right after the unmount";
+  EXPECT_FALSE(PvdiskProcessAlive(daemon))
+      << "daemon " << daemon << " right after the unmount";
+
+  EXPECT_TRUE(fio.Wait(std::chrono::seconds(30)))
+      << "fio still runs 30 s after the unmount";
+  EXPECT_FALSE(IsMounted(mount.mountpoint()));
+  EXPECT_FALSE(PvdiskProcessAlive(daemon)) << "daemon " << daemon;
+
+  std::string in_image = ReadWholeFile(image);
+  ASSERT_EQ(in_image.size(), size);
+  const std::string old_block(4096, '\xAA');
+  const std::string new_block(4096, '\x55');
+  uint64_t new_blocks = 0;
+  uint64_t old_blocks = 0;
+  uint64_t torn = 0;
+  std::string first_torn;
+  for (uint64_t at = 0; at < size; at += 4096) {
+    std::string_view block(in_image.data() + at, 4096);
+    if (block == new_block) {
+      ++new_blocks;
+    } else if (block == old_block) {
+      ++old_blocks;
+    } else if (++torn == 1) {
+      first_torn = FirstDifference(old_block, block, at);
+    }
+  }
+  EXPECT_EQ(torn, 0u) << "blocks neither all 0xAA nor all 0x55; first: "
+                      << first_torn;
+  EXPECT_GT(new_blocks, 0u) << "fio's writes never reached the image";
+  if (rate_limited) {
+    EXPECT_GT(old_blocks, 0u) << "fio rewrote everything despite --rate";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fio, UnmountDuringIoTest,
+                         ::testing::Values("FullSpeed", "RateLimited"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace pvdisk::fuse_testing
