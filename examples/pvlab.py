@@ -7,8 +7,10 @@ Used by the scripts in examples/ and bench/; also usable on its own:
   examples/pvlab.py --build build --job "rw=randread bs=4k iodepth=32 numjobs=2" \
       --config "q1: --queues 1" --config "q4: --queues 4" --rounds 3
 
-Each --config is "NAME: pvdisk mount flags"; the special flags "native" run the
-job on the image file itself. Ratios are quoted against the first config.
+Each --config is "NAME: pvdisk mount flags [@ extra fio options]"; the special
+flags "native" run the job on the image file itself. Ratios are quoted against
+the first config. --job takes fio options without dashes; --jobfile a fio job
+file (its ${VARS} come from the environment, e.g. BS=4k QD=32).
 """
 import argparse
 import json
@@ -22,7 +24,8 @@ import tempfile
 # Counters shown by default next to fio's numbers (per FUSE request where
 # that reads better).
 DEFAULT_COUNTERS = ["reqs_read", "reqs_write", "sectors_read", "sectors_written",
-                    "splits", "indirect_reqs", "inflight_max",
+                    "merges_read", "merges_write", "splits", "indirect_reqs",
+                    "inflight_max",
                     "engine_inflight_max", "kicks_sent", "kicks_suppressed",
                     "irqs_sent", "irqs_suppressed", "grant_maps"]
 
@@ -67,12 +70,18 @@ class Lab:
         with open(os.path.join(self.mnt, "stats.json")) as f:
             return json.load(f)["disks"][0]
 
-    def fio(self, job, native, runtime):
-        args = ["fio", "--name=job", "--filename=" + self.target(native),
-                "--ioengine=io_uring", "--direct=1", "--time_based",
-                "--runtime=%s" % runtime, "--group_reporting",
-                "--output-format=json"]
+    def fio(self, job, native, runtime, extra="", jobfile=None):
+        args = ["fio"]
+        if jobfile:
+            args.append(jobfile)
+        else:
+            args.append("--name=job")
+        args += ["--filename=" + self.target(native),
+                 "--ioengine=io_uring", "--direct=1", "--time_based",
+                 "--runtime=%s" % runtime, "--group_reporting",
+                 "--output-format=json"]
         args += ["--" + word for word in shlex.split(job)]
+        args += ["--" + word for word in shlex.split(extra)]
         out = json.loads(run(args).stdout)["jobs"][0]
         read, write = out["read"], out["write"]
         iops = read["iops"] + write["iops"]
@@ -87,18 +96,20 @@ class Lab:
         subprocess.run(["rm", "-rf", self.dir])
 
 
-def compare(lab, job, configs, rounds, runtime, counters):
-    """configs: list of (name, flags or None for native). Returns rows."""
-    results = {name: [] for name, _ in configs}
+def compare(lab, job, configs, rounds, runtime, counters, jobfile=None):
+    """configs: list of (name, flags or None for native, extra fio options).
+    Returns one row per config."""
+    results = {name: [] for name, _, _ in configs}
     totals = {}
     for _ in range(rounds):
-        for name, flags in configs:
+        for name, flags, extra in configs:
             native = flags is None
             if not native:
                 lab.mount(flags)
                 lab.reset_stats()
             try:
-                results[name].append(lab.fio(job, native, runtime))
+                results[name].append(
+                    lab.fio(job, native, runtime, extra, jobfile))
                 if not native:
                     totals[name] = lab.stats()["total"]
             finally:
@@ -106,7 +117,7 @@ def compare(lab, job, configs, rounds, runtime, counters):
                     lab.unmount()
     rows = []
     base = None
-    for name, flags in configs:
+    for name, flags, _ in configs:
         runs = results[name]
         iops = statistics.median(r["iops"] for r in runs)
         row = {"config": name,
@@ -150,17 +161,20 @@ BASE_COLUMNS = ["config", "iops", "mib_s", "mean_us", "p99_us", "ratio",
 
 
 def parse_config(text):
-    name, _, flags = text.partition(":")
+    name, _, rest = text.partition(":")
+    flags, _, extra = rest.partition("@")
     flags = flags.strip()
-    return name.strip(), None if flags == "native" else shlex.split(flags)
+    return (name.strip(), None if flags == "native" else shlex.split(flags),
+            extra.strip())
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", default="build")
-    p.add_argument("--job", required=True,
+    p.add_argument("--job", default="",
                    help="fio options without dashes, e.g. 'rw=randread bs=4k iodepth=32'")
+    p.add_argument("--jobfile", help="a fio job file instead of (or with) --job")
     p.add_argument("--config", action="append", required=True,
                    help="NAME: pvdisk mount flags, or NAME: native")
     p.add_argument("--rounds", type=int, default=1)
@@ -173,10 +187,10 @@ def main():
     lab = Lab(args.build, args.image_size)
     try:
         rows = compare(lab, args.job, [parse_config(c) for c in args.config],
-                       args.rounds, args.runtime, counters)
+                       args.rounds, args.runtime, counters, args.jobfile)
     finally:
         lab.cleanup()
-    print("fio: " + args.job)
+    print("fio: " + " ".join(x for x in (args.jobfile, args.job) if x))
     print(markdown(rows, BASE_COLUMNS + counters))
     if args.json:
         with open(args.json, "w") as f:
