@@ -34,16 +34,15 @@ Rings MakeRings() {
   r.front = *r.region->Map();
   r.back = *r.region->Map();
   size_t data_offset = blkif::RingBytes(kSlots);
-  r.driver = std::make_unique<BlkifDriverRing>(
-      r.front->base(), kSlots, r.front->base() + data_offset,
-      NotifyMode::kEventIdx);
+  r.driver = std::make_unique<BlkifDriverRing>(r.front->base(), kSlots,
+                                               r.front->base() + data_offset,
+                                               NotifyMode::kEventIdx);
   r.grants = NewPersistentGrants(r.back->base() + data_offset);
   BlkifDeviceLimits limits;
   limits.disk_sectors = uint64_t{1} << 30;
   limits.data_pages = kDataPages;
-  r.device = std::make_unique<BlkifDeviceRing>(r.back->base(), kSlots,
-                                               r.grants.get(), limits,
-                                               NotifyMode::kEventIdx);
+  r.device = std::make_unique<BlkifDeviceRing>(
+      r.back->base(), kSlots, r.grants.get(), limits, NotifyMode::kEventIdx);
   return r;
 }
 

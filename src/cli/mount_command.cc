@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/size.h"
+#include "base/status_macros.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/disk_arg.h"
@@ -27,7 +28,6 @@
 #include "fuse/filesystem.h"
 #include "io/engine_factory.h"
 #include "io/image_file.h"
-#include "base/status_macros.h"
 #include "transport/transport.h"
 
 namespace pvdisk::cli {
@@ -69,8 +69,8 @@ const std::vector<FlagSpec>& MountFlags() {
       {"max-segments", true, false, "S",
        absl::StrCat(transport::kDefaultSegments),
        absl::StrCat("4 KiB pages per ring request: 11 = direct requests only, "
-                    "up to ", transport::kMaxSegments,
-                    " with indirect segment pages")},
+                    "up to ",
+                    transport::kMaxSegments, " with indirect segment pages")},
       {"persistent", true, false, "on|off", "on",
        "persistent grants: data pages mapped and registered with io_uring "
        "once (on), or mapped and unmapped for every request (off)"},
@@ -193,9 +193,9 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
       if (spec->fault->first_sector >= sectors ||
           spec->fault->sector_count > sectors - spec->fault->first_sector) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "--disk ", text, ": the eio range ", spec->fault->first_sector,
-            "+", spec->fault->sector_count, " does not fit in the image's ",
-            sectors, " sectors"));
+            "--disk ", text, ": the eio range ", spec->fault->first_sector, "+",
+            spec->fault->sector_count, " does not fit in the image's ", sectors,
+            " sectors"));
       }
     }
     spec->path = path;
@@ -214,8 +214,7 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
                               parsed.Get("frontend", "blkif"))));
   PVDISK_ASSIGN_OR_RETURN(
       uint64_t ring_size,
-      number("ring-size", transport::kDefaultRingSize,
-             transport::kMinRingSize,
+      number("ring-size", transport::kDefaultRingSize, transport::kMinRingSize,
              transport.queue.protocol->max_ring_size()));
   transport.queue.ring_size = static_cast<uint32_t>(ring_size);
   PVDISK_ASSIGN_OR_RETURN(
@@ -223,8 +222,8 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
       number("max-segments", transport::kDefaultSegments,
              transport::kMinSegments, transport::kMaxSegments));
   transport.queue.max_segments = static_cast<uint32_t>(max_segments);
-  PVDISK_ASSIGN_OR_RETURN(
-      uint64_t queues, number("queues", kDefaultQueues, 1, transport::kMaxQueues));
+  PVDISK_ASSIGN_OR_RETURN(uint64_t queues, number("queues", kDefaultQueues, 1,
+                                                  transport::kMaxQueues));
   transport.queues = static_cast<uint32_t>(queues);
   PVDISK_ASSIGN_OR_RETURN(uint64_t threads,
                           number("backend-threads", 1, 1, transport.queues));
@@ -232,12 +231,11 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   PVDISK_ASSIGN_OR_RETURN(transport.queue_map,
                           transport::ParseQueueMap(std::string_view(
                               parsed.Get("queue-map", "offset"))));
-  PVDISK_ASSIGN_OR_RETURN(uint64_t poll_us,
-                          number("poll-us", 0, 0, 1000000));
+  PVDISK_ASSIGN_OR_RETURN(uint64_t poll_us, number("poll-us", 0, 0, 1000000));
   transport.backend.poll_us = static_cast<uint32_t>(poll_us);
   if (parsed.Has("engine-max-inflight")) {
-    PVDISK_ASSIGN_OR_RETURN(
-        uint64_t cap, number("engine-max-inflight", 0, 1, 1u << 20));
+    PVDISK_ASSIGN_OR_RETURN(uint64_t cap,
+                            number("engine-max-inflight", 0, 1, 1u << 20));
     transport.backend.engine_max_inflight = static_cast<uint32_t>(cap);
   }
   std::string merge = parsed.Get("merge", "on");
@@ -267,8 +265,9 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--notify '", notify, "' is not allowed: use event-idx or always"));
   }
-  transport.queue.notify = notify == "always" ? transport::NotifyMode::kAlways
-                                              : transport::NotifyMode::kEventIdx;
+  transport.queue.notify = notify == "always"
+                               ? transport::NotifyMode::kAlways
+                               : transport::NotifyMode::kEventIdx;
   PVDISK_RETURN_IF_ERROR(transport::ValidateTransportOptions(transport));
   absl::StatusOr<io::EngineKind> engine =
       io::ParseEngineKind(parsed.Get("engine", "uring"));

@@ -119,8 +119,8 @@ void DiskIo::Read(transport::Queue& queue, uint64_t offset, uint64_t length,
 }
 
 void DiskIo::SubmitWrite(transport::Queue& queue, uint64_t first_sector,
-                         uint64_t sectors,
-                         const uint8_t* data, std::function<void(int)> done) {
+                         uint64_t sectors, const uint8_t* data,
+                         std::function<void(int)> done) {
   auto* io = new CallbackIo(
       BlockOp::kWrite, first_sector, sectors,
       [done = std::move(done)](int result, absl::Span<const DataPiece>) {
@@ -216,8 +216,8 @@ void DiskIo::StartReadModifyWrite(ReadModifyWrite* rmw) {
 }
 
 void DiskIo::WriteBack(ReadModifyWrite* rmw) {
-  SubmitWrite(*rmw->queue, 
-      rmw->first_sector, rmw->sectors, rmw->buffer.get(),
+  SubmitWrite(
+      *rmw->queue, rmw->first_sector, rmw->sectors, rmw->buffer.get(),
       [this, rmw](int result) {
         rmw_lock_.Release(rmw->first_sector, rmw->sectors);
         rmw->done(result < 0 ? result : static_cast<int64_t>(rmw->length));

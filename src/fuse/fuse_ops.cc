@@ -292,17 +292,17 @@ void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
   stats::QueueStats& queue_stats = queue.stats();
   queue_stats.Add(Counter::fuse_writes);
   uint64_t start = NowNanos();
-  fs.disk_io(index).Write(
-      queue, static_cast<uint64_t>(offset),
-      reinterpret_cast<const uint8_t*>(buf),
-      size, [req, start, &queue_stats](int64_t result) {
-        if (result < 0) {
-          fuse_reply_err(req, static_cast<int>(-result));
-        } else {
-          fuse_reply_write(req, static_cast<size_t>(result));
-        }
-        queue_stats.RecordLatency(NowNanos() - start);
-      });
+  fs.disk_io(index).Write(queue, static_cast<uint64_t>(offset),
+                          reinterpret_cast<const uint8_t*>(buf), size,
+                          [req, start, &queue_stats](int64_t result) {
+                            if (result < 0) {
+                              fuse_reply_err(req, static_cast<int>(-result));
+                            } else {
+                              fuse_reply_write(req,
+                                               static_cast<size_t>(result));
+                            }
+                            queue_stats.RecordLatency(NowNanos() - start);
+                          });
 }
 
 void OnFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {

@@ -272,12 +272,11 @@ int UringEngine::Queue(const IoRequest& request) {
   slot.iov = request.iov;
   slot.iov_count = request.iov_count;
   slot.use_cursor = false;
-  slot.buffer_index =
-      offered_buffers_.empty() || request.buffer_index < 0 ||
-              static_cast<size_t>(request.buffer_index) >=
-                  offered_buffers_.size()
-          ? -1
-          : request.buffer_index;
+  slot.buffer_index = offered_buffers_.empty() || request.buffer_index < 0 ||
+                              static_cast<size_t>(request.buffer_index) >=
+                                  offered_buffers_.size()
+                          ? -1
+                          : request.buffer_index;
   slot.fallocate_mode =
       request.op == IoOp::kWriteZeroes && !zero_range_unsupported_ ? kZeroRange
                                                                    : kPunchHole;

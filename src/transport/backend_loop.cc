@@ -15,11 +15,16 @@ constexpr size_t kSectorBytes = 512;
 
 io::IoOp ToIoOp(BlockOp op) {
   switch (op) {
-    case BlockOp::kRead: return io::IoOp::kRead;
-    case BlockOp::kWrite: return io::IoOp::kWrite;
-    case BlockOp::kFlush: return io::IoOp::kFlush;
-    case BlockOp::kDiscard: return io::IoOp::kDiscard;
-    case BlockOp::kWriteZeroes: return io::IoOp::kWriteZeroes;
+    case BlockOp::kRead:
+      return io::IoOp::kRead;
+    case BlockOp::kWrite:
+      return io::IoOp::kWrite;
+    case BlockOp::kFlush:
+      return io::IoOp::kFlush;
+    case BlockOp::kDiscard:
+      return io::IoOp::kDiscard;
+    case BlockOp::kWriteZeroes:
+      return io::IoOp::kWriteZeroes;
   }
   return io::IoOp::kRead;
 }
@@ -105,9 +110,8 @@ int BackendLoop::MapSlot(QueueState& state, Slot& slot) {
       ++j;
     }
     PageMapping mapping;
-    if (!state.queue.grants->MapPages(segments[i].page,
-                                      static_cast<uint32_t>(j - i + 1),
-                                      &mapping)) {
+    if (!state.queue.grants->MapPages(
+            segments[i].page, static_cast<uint32_t>(j - i + 1), &mapping)) {
       return -ENOMEM;
     }
     slot.mappings.push_back(mapping);
@@ -144,8 +148,9 @@ bool BackendLoop::TakeRequests(uint32_t q) {
       case TakeResult::kRingBroken:
         stats->Add(Counter::invalid_reqs);
         state.broken = true;
-        LogInfo("a frontend published an impossible request index; "
-                "queue stopped");
+        LogInfo(
+            "a frontend published an impossible request index; "
+            "queue stopped");
         return false;
       case TakeResult::kInvalid:
         stats->Add(Counter::invalid_reqs);
@@ -164,8 +169,8 @@ bool BackendLoop::TakeRequests(uint32_t q) {
     }
     state.free_slots.pop_back();
     CountRequest(stats, slot.request);
-    bool is_data = slot.request.op == BlockOp::kRead ||
-                   slot.request.op == BlockOp::kWrite;
+    bool is_data =
+        slot.request.op == BlockOp::kRead || slot.request.op == BlockOp::kWrite;
     if (is_data) {
       if (int mapped = MapSlot(state, slot); mapped < 0) {
         Answer(q, index, mapped);
@@ -239,8 +244,8 @@ bool BackendLoop::Poll(std::vector<io::IoCompletion>& completions) {
     int got = engine_->Run(/*wait=*/false, completions);
     if (got > 0) {
       const io::IoCompletion& first = completions.front();
-      uint32_t q = static_cast<uint32_t>(first.wake ? first.tag
-                                                    : first.tag >> 32);
+      uint32_t q =
+          static_cast<uint32_t>(first.wake ? first.tag : first.tag >> 32);
       if (q < queues_.size()) queues_[q].queue.stats->Add(Counter::polls_hit);
       return true;
     }

@@ -23,13 +23,14 @@ uint64_t NowNs() {
           .count());
 }
 
-bool IsData(BlockOp op) { return op == BlockOp::kRead || op == BlockOp::kWrite; }
+bool IsData(BlockOp op) {
+  return op == BlockOp::kRead || op == BlockOp::kWrite;
+}
 
 }  // namespace
 
 FrontendQueue::FrontendQueue(std::unique_ptr<DriverRing> ring,
-                             uint8_t* data_memory,
-                             const FrontendLayout& layout,
+                             uint8_t* data_memory, const FrontendLayout& layout,
                              const QueuePolicy& policy, EventFd* kick,
                              EventFd* irq, stats::QueueStats* stats)
     : data_(data_memory),
@@ -66,10 +67,10 @@ void FrontendQueue::Submit(BlockIo* io) {
   state = BlockIo::QueueState{};
   bool is_data = IsData(io->op);
   state.children =
-      is_data ? static_cast<uint32_t>(
-                    (io->num_sectors + sectors_per_request_ - 1) /
-                    sectors_per_request_)
-              : 1;
+      is_data
+          ? static_cast<uint32_t>((io->num_sectors + sectors_per_request_ - 1) /
+                                  sectors_per_request_)
+          : 1;
   if (is_data) {
     // A BlockIo the pool can never hold would wait forever: each child's
     // run (rounded up to a power of two) must fit, and a read keeps all its
@@ -311,7 +312,8 @@ void FrontendQueue::Kick() { kick_->Signal(); }
 
 int64_t FrontendQueue::SleepBudgetNs(uint64_t now_ns) const {
   if (policy_.plug_us == 0 || staging_.empty()) return -1;
-  uint64_t deadline = staging_.front().staged_ns + uint64_t{policy_.plug_us} * 1000;
+  uint64_t deadline =
+      staging_.front().staged_ns + uint64_t{policy_.plug_us} * 1000;
   return deadline > now_ns ? static_cast<int64_t>(deadline - now_ns) : 0;
 }
 
@@ -352,8 +354,7 @@ void FrontendQueue::OnResponse(uint64_t id, int result,
   Shadow& shadow = shadow_[id];
   // One failure fails every request the ring request carried; with one
   // member, its own error stands.
-  int member_result =
-      result < 0 && shadow.members.size() > 1 ? -EIO : result;
+  int member_result = result < 0 && shadow.members.size() > 1 ? -EIO : result;
   for (const Member& member : shadow.members) {
     BlockIo* io = member.io;
     BlockIo::QueueState& state = io->state_;

@@ -169,12 +169,12 @@ class FrontendQueue {
   PagePool pool_;
   std::vector<Shadow> shadow_;
   std::vector<uint32_t> free_ids_;
-  std::deque<BlockIo*> page_wait_;  // BlockIos waiting for pages, FIFO
-  std::deque<Pending> staging_;     // mergeable
+  std::deque<BlockIo*> page_wait_;     // BlockIos waiting for pages, FIFO
+  std::deque<Pending> staging_;        // mergeable
   std::deque<Pending> dispatch_list_;  // kAlways: waiting for the ring
-  uint32_t busy_ewma_ = 0;          // blk-mq's dispatch_busy
+  uint32_t busy_ewma_ = 0;             // blk-mq's dispatch_busy
   std::vector<uint32_t> table_pages_;  // scratch for one ring request
-  uint64_t outstanding_ = 0;  // submitted BlockIos not yet completed
+  uint64_t outstanding_ = 0;           // submitted BlockIos not yet completed
   bool stopping_ = false;
 
   std::thread completion_thread_;

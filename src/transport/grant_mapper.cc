@@ -30,8 +30,7 @@ class PerRequestGrants final : public GrantMapper {
   bool MapPages(uint32_t first, uint32_t count, PageMapping* out) override {
     size_t length = size_t{count} * kPageSize;
     void* address =
-        mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED,
-             region_->fd(),
+        mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, region_->fd(),
              static_cast<off_t>(data_offset_ + size_t{first} * kPageSize));
     if (address == MAP_FAILED) return false;
     stats_->Add(stats::Counter::grant_maps, count);

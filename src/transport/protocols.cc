@@ -23,9 +23,9 @@ absl::StatusOr<const Protocol*> FindProtocol(std::string_view name) {
   }
   std::vector<std::string> names;
   for (std::string_view n : ProtocolNames()) names.emplace_back(n);
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--frontend '", absl::string_view(name.data(), name.size()),
-      "' is not allowed: use ", absl::StrJoin(names, " or ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--frontend '", absl::string_view(name.data(), name.size()),
+                   "' is not allowed: use ", absl::StrJoin(names, " or ")));
 }
 
 std::vector<std::string_view> ProtocolNames() {

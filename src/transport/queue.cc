@@ -16,10 +16,9 @@ namespace {
 // any single BlockIo (up to kMaxBlockIoSectors, split into runs rounded up to
 // powers of two) at once, so a large read can always be served.
 uint32_t PoolPages(const QueueOptions& options) {
-  uint64_t budget = uint64_t{options.ring_size} *
-                    std::min<uint32_t>(options.max_segments, 8);
-  return static_cast<uint32_t>(
-      std::bit_ceil(std::max<uint64_t>(budget, 2048)));
+  uint64_t budget =
+      uint64_t{options.ring_size} * std::min<uint32_t>(options.max_segments, 8);
+  return static_cast<uint32_t>(std::bit_ceil(std::max<uint64_t>(budget, 2048)));
 }
 
 }  // namespace
@@ -80,11 +79,10 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
 
   uint8_t* front = queue->front_mapping_->base();
   uint8_t* back = queue->back_mapping_->base();
-  queue->grants_ =
-      options.persistent
-          ? NewPersistentGrants(back + ring_bytes)
-          : NewPerRequestGrants(queue->region_.get(), ring_bytes,
-                                &queue->stats_);
+  queue->grants_ = options.persistent
+                       ? NewPersistentGrants(back + ring_bytes)
+                       : NewPerRequestGrants(queue->region_.get(), ring_bytes,
+                                             &queue->stats_);
   // The driver ring initialises the shared ring, so it comes first.
   std::unique_ptr<DriverRing> driver_ring = protocol.NewDriverRing(
       front, options.ring_size, front + ring_bytes, options.notify);

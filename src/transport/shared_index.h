@@ -1,6 +1,6 @@
-// Atomic access to the 16- and 32-bit indices that live in shared memory. The memory
-// is plain (it is a memfd mapping, possibly mapped by another process), so it
-// is accessed through std::atomic_ref rather than declared atomic.
+// Atomic access to the 16- and 32-bit indices that live in shared memory. The
+// memory is plain (it is a memfd mapping, possibly mapped by another process),
+// so it is accessed through std::atomic_ref rather than declared atomic.
 #pragma once
 
 #include <atomic>

@@ -16,25 +16,26 @@ absl::StatusOr<QueueMap> ParseQueueMap(std::string_view text) {
 
 std::string_view QueueMapName(QueueMap map) {
   switch (map) {
-    case QueueMap::kThread: return "thread";
-    case QueueMap::kOffset: return "offset";
-    case QueueMap::kRoundRobin: return "round-robin";
+    case QueueMap::kThread:
+      return "thread";
+    case QueueMap::kOffset:
+      return "offset";
+    case QueueMap::kRoundRobin:
+      return "round-robin";
   }
   return "?";
 }
 
 absl::Status ValidateTransportOptions(const TransportOptions& options) {
   if (options.queues < 1 || options.queues > kMaxQueues) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--queues ", options.queues,
-                     " is not allowed: use 1 to ", kMaxQueues));
-  }
-  if (options.backend_threads < 1 ||
-      options.backend_threads > options.queues) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--backend-threads ", options.backend_threads,
-        " is not allowed: use 1 to the number of queues (", options.queues,
-        ")"));
+        "--queues ", options.queues, " is not allowed: use 1 to ", kMaxQueues));
+  }
+  if (options.backend_threads < 1 || options.backend_threads > options.queues) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--backend-threads ", options.backend_threads,
+                     " is not allowed: use 1 to the number of queues (",
+                     options.queues, ")"));
   }
   return ValidateQueueOptions(options.queue);
 }

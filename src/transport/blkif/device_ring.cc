@@ -98,7 +98,8 @@ TakeResult BlkifDeviceRing::DecodeIndirect(
     const blkif::IndirectRequest& request, DeviceRequest* out) {
   // Indirect requests exist only where the frontend was offered more than
   // the direct maximum.
-  if (limits_.max_segments <= static_cast<uint32_t>(blkif::kMaxDirectSegments)) {
+  if (limits_.max_segments <=
+      static_cast<uint32_t>(blkif::kMaxDirectSegments)) {
     return TakeResult::kUnsupported;
   }
   out->wire_op = request.indirect_op;  // blkfront checks the response's op
@@ -123,8 +124,8 @@ TakeResult BlkifDeviceRing::DecodeIndirect(
     PageMapping mapping;
     if (!grants_->MapPages(page, 1, &mapping)) return TakeResult::kInvalid;
     uint32_t first = p * blkif::kSegmentsPerIndirectPage;
-    uint32_t in_page = std::min<uint32_t>(blkif::kSegmentsPerIndirectPage,
-                                          count - first);
+    uint32_t in_page =
+        std::min<uint32_t>(blkif::kSegmentsPerIndirectPage, count - first);
     std::memcpy(&indirect_copy_[first], mapping.address,
                 in_page * sizeof(blkif::Segment));
     grants_->UnmapPages(mapping);

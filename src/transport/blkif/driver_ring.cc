@@ -68,8 +68,9 @@ void BlkifDriverRing::Write(const RingRequest& request) {
     slot.indirect.nr_segments = static_cast<uint16_t>(request.segment_count);
     slot.indirect.id = request.id;
     slot.indirect.sector_number = request.sector;
-    uint32_t pages = (request.segment_count + blkif::kSegmentsPerIndirectPage -
-                      1) / blkif::kSegmentsPerIndirectPage;
+    uint32_t pages =
+        (request.segment_count + blkif::kSegmentsPerIndirectPage - 1) /
+        blkif::kSegmentsPerIndirectPage;
     for (uint32_t p = 0; p < pages; ++p) {
       uint32_t page = request.table_pages[p];
       slot.indirect.indirect_grefs[p] = page;

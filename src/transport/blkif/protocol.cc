@@ -31,12 +31,11 @@ class Blkif final : public Protocol {
                                              notify);
   }
   std::unique_ptr<DeviceRing> NewDeviceRing(uint8_t* ring_memory,
-                                            uint32_t slots,
-                                            GrantMapper* grants,
+                                            uint32_t slots, GrantMapper* grants,
                                             const DeviceLimits& limits,
                                             NotifyMode notify) const override {
-    return std::make_unique<BlkifDeviceRing>(ring_memory, slots, grants,
-                                             limits, notify);
+    return std::make_unique<BlkifDeviceRing>(ring_memory, slots, grants, limits,
+                                             notify);
   }
 };
 

@@ -68,8 +68,7 @@ bool VirtioDeviceRing::CopyFromData(uint64_t addr, void* to, size_t len) {
   return true;
 }
 
-bool VirtioDeviceRing::CopyToData(uint64_t addr, const void* from,
-                                  size_t len) {
+bool VirtioDeviceRing::CopyToData(uint64_t addr, const void* from, size_t len) {
   if (len == 0) return true;
   uint32_t first = static_cast<uint32_t>(addr / virtio::kPageSize);
   uint32_t last = static_cast<uint32_t>((addr + len - 1) / virtio::kPageSize);
@@ -290,9 +289,9 @@ TakeResult VirtioDeviceRing::AnswerGetId(DeviceRequest* out) {
 }
 
 void VirtioDeviceRing::PutResponse(const DeviceRequest& request, int result) {
-  uint8_t status = result == 0              ? virtio::kStatusOk
+  uint8_t status = result == 0             ? virtio::kStatusOk
                    : result == -EOPNOTSUPP ? virtio::kStatusUnsupp
-                                            : virtio::kStatusIoErr;
+                                           : virtio::kStatusIoErr;
   bool status_written =
       request.reply_offset != kNoStatus &&
       CopyToData(request.reply_offset, &status, sizeof(status));
@@ -315,10 +314,10 @@ PushResult VirtioDeviceRing::PublishResponses() {
   StoreRelease(UsedIdx(), new_idx);
   FullBarrier();
   used_published_ = new_idx;
-  bool notify = notify_ == NotifyMode::kEventIdx
-                    ? virtio::NeedEvent(LoadRelaxed(UsedEvent()), new_idx,
-                                        old_idx)
-                    : !(LoadRelaxed(AvailFlags()) & virtio::kAvailNoInterrupt);
+  bool notify =
+      notify_ == NotifyMode::kEventIdx
+          ? virtio::NeedEvent(LoadRelaxed(UsedEvent()), new_idx, old_idx)
+          : !(LoadRelaxed(AvailFlags()) & virtio::kAvailNoInterrupt);
   return notify ? PushResult::kNotify : PushResult::kSuppressed;
 }
 

@@ -54,8 +54,7 @@ class VirtioDeviceRing final : public DeviceRing {
   // Checks the copied chain and decodes it into `out`.
   TakeResult Decode(DeviceRequest* out);
   TakeResult DecodeData(const virtio::BlkHeader& header, DeviceRequest* out);
-  TakeResult DecodeDiscard(const virtio::BlkHeader& header,
-                           DeviceRequest* out);
+  TakeResult DecodeDiscard(const virtio::BlkHeader& header, DeviceRequest* out);
   TakeResult AnswerGetId(DeviceRequest* out);
   // Whether [addr, addr + len) lies inside the data area.
   bool InsideData(uint64_t addr, uint64_t len) const;
@@ -72,9 +71,9 @@ class VirtioDeviceRing final : public DeviceRing {
   virtio::RingLayout layout_;
   uint64_t data_bytes_;
 
-  uint16_t last_avail_ = 0;      // next available entry to take
-  uint16_t used_shadow_ = 0;     // next used.idx, not yet published
-  uint16_t used_published_ = 0;  // used.idx as last published
+  uint16_t last_avail_ = 0;             // next available entry to take
+  uint16_t used_shadow_ = 0;            // next used.idx, not yet published
+  uint16_t used_published_ = 0;         // used.idx as last published
   std::vector<virtio::Desc> chain_;     // private copy of one chain
   std::vector<virtio::Desc> indirect_;  // private copy of an indirect table
   bool used_indirect_ = false;  // the last chain copied went through one

@@ -13,11 +13,16 @@ using virtio::Desc;
 
 uint32_t TypeOf(BlockOp op) {
   switch (op) {
-    case BlockOp::kRead: return virtio::kTypeIn;
-    case BlockOp::kWrite: return virtio::kTypeOut;
-    case BlockOp::kFlush: return virtio::kTypeFlush;
-    case BlockOp::kDiscard: return virtio::kTypeDiscard;
-    case BlockOp::kWriteZeroes: return virtio::kTypeWriteZeroes;
+    case BlockOp::kRead:
+      return virtio::kTypeIn;
+    case BlockOp::kWrite:
+      return virtio::kTypeOut;
+    case BlockOp::kFlush:
+      return virtio::kTypeFlush;
+    case BlockOp::kDiscard:
+      return virtio::kTypeDiscard;
+    case BlockOp::kWriteZeroes:
+      return virtio::kTypeWriteZeroes;
   }
   return virtio::kTypeIn;
 }
@@ -37,7 +42,8 @@ VirtioDriverRing::VirtioDriverRing(uint8_t* ring_memory, uint32_t size,
       data_(data_memory),
       notify_(notify),
       layout_(virtio::LayoutFor(size)),
-      desc_(reinterpret_cast<Desc*>(ring_memory + virtio::LayoutFor(size).desc)),
+      desc_(
+          reinterpret_cast<Desc*>(ring_memory + virtio::LayoutFor(size).desc)),
       num_free_(size),
       id_of_head_(size, kNoId),
       chain_length_(size, 0),
@@ -190,10 +196,10 @@ PushResult VirtioDriverRing::Publish() {
   StoreRelease(AvailIdx(), new_idx);  // ring entries before the index
   FullBarrier();                      // index before reading suppression
   avail_published_ = new_idx;
-  bool notify = notify_ == NotifyMode::kEventIdx
-                    ? virtio::NeedEvent(LoadRelaxed(AvailEvent()), new_idx,
-                                        old_idx)
-                    : !(LoadRelaxed(UsedFlags()) & virtio::kUsedNoNotify);
+  bool notify =
+      notify_ == NotifyMode::kEventIdx
+          ? virtio::NeedEvent(LoadRelaxed(AvailEvent()), new_idx, old_idx)
+          : !(LoadRelaxed(UsedFlags()) & virtio::kUsedNoNotify);
   return notify ? PushResult::kNotify : PushResult::kSuppressed;
 }
 

@@ -111,10 +111,10 @@ inline constexpr size_t kIndirectTableOffset = 64;
 // Table pages per request id for requests of up to `max_segments` data
 // descriptors (plus header and status) in an indirect table.
 constexpr uint32_t TablePagesPerRequest(uint32_t max_segments) {
-  return static_cast<uint32_t>(
-      (kIndirectTableOffset + (size_t{max_segments} + 2) * sizeof(Desc) +
-       kPageSize - 1) /
-      kPageSize);
+  return static_cast<uint32_t>((kIndirectTableOffset +
+                                (size_t{max_segments} + 2) * sizeof(Desc) +
+                                kPageSize - 1) /
+                               kPageSize);
 }
 
 }  // namespace pvdisk::transport::virtio

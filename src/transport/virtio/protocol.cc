@@ -26,8 +26,7 @@ class Virtio final : public Protocol {
                                               notify);
   }
   std::unique_ptr<DeviceRing> NewDeviceRing(uint8_t* ring_memory,
-                                            uint32_t slots,
-                                            GrantMapper* grants,
+                                            uint32_t slots, GrantMapper* grants,
                                             const DeviceLimits& limits,
                                             NotifyMode notify) const override {
     return std::make_unique<VirtioDeviceRing>(ring_memory, slots, grants,
