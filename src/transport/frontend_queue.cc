@@ -100,10 +100,10 @@ void FrontendQueue::Submit(BlockIo* io) {
     }
     kick = Pump(now);
     if (state.dispatched < state.children) {
-      // Still off the ring: held by the plug, or waiting for room.
-      if (policy_.plug_us > 0 && page_wait_.empty() && !staging_.empty() &&
-          !staging_.back().counted_plug && CanWrite(staging_.back())) {
-        staging_.back().counted_plug = true;
+      // Still off the ring: held by the plug while the ring has room, or
+      // waiting for room (or pages).
+      bool ring_has_room = !free_ids_.empty() && ring_->FreeSlots() > 0;
+      if (policy_.plug_us > 0 && page_wait_.empty() && ring_has_room) {
         stats_->Add(Counter::plugs);
       } else {
         stats_->Add(Counter::ring_full);
@@ -314,7 +314,11 @@ int64_t FrontendQueue::SleepBudgetNs(uint64_t now_ns) const {
   if (policy_.plug_us == 0 || staging_.empty()) return -1;
   uint64_t deadline =
       staging_.front().staged_ns + uint64_t{policy_.plug_us} * 1000;
-  return deadline > now_ns ? static_cast<int64_t>(deadline - now_ns) : 0;
+  if (deadline > now_ns) return static_cast<int64_t>(deadline - now_ns);
+  // The plug has expired and Pump() just ran: the front is held only because
+  // the ring refused it or the busy score moved one request, so a request is
+  // in flight and its response will wake us. Waking now would only spin.
+  return -1;
 }
 
 void FrontendQueue::CompletionLoop() {
@@ -325,9 +329,19 @@ void FrontendQueue::CompletionLoop() {
     done.clear();
     ConsumeResponses(&done);
     Finish(done);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && outstanding_ == 0) return;
-    budget = SleepBudgetNs(policy_.plug_us > 0 ? NowNs() : 0);
+    bool kick = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_ && outstanding_ == 0) return;
+      if (policy_.plug_us > 0) {
+        // Pump and the sleep decision see the same clock, so a plug that
+        // expires between them cannot be slept through.
+        uint64_t now = NowNs();
+        kick = Pump(now);
+        budget = SleepBudgetNs(now);
+      }
+    }
+    if (kick) Kick();
   }
 }
 

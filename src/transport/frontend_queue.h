@@ -111,7 +111,6 @@ class FrontendQueue {
     std::vector<DataSegment> segments;
     Members members;
     uint64_t staged_ns = 0;  // when it entered the staging queue
-    bool counted_plug = false;
   };
   // A ring request in flight, indexed by its id.
   struct Shadow {
@@ -143,7 +142,7 @@ class FrontendQueue {
   bool PublishLocked();
   void Kick();
   // How long the completion thread may sleep before a plug expires, in ns;
-  // -1 for as long as it likes. REQUIRES: mu_ held.
+  // -1 until it is signalled. REQUIRES: mu_ held, and Pump() just ran.
   int64_t SleepBudgetNs(uint64_t now_ns) const;
   // Calls Complete() on each of `done` and frees their read pages.
   void Finish(const std::vector<BlockIo*>& done);
