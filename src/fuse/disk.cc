@@ -100,6 +100,7 @@ stats::DiskReport Disk::Report() const {
                      : "always"},
       {"poll_us", absl::StrCat(t.backend.poll_us)},
       {"engine", std::string(io::EngineKindName(options_.engine))},
+      {"engine_depth", absl::StrCat(transport_->engine_depth())},
       {"engine_max_inflight",
        t.backend.engine_max_inflight == 0
            ? std::string("none")
