@@ -105,6 +105,7 @@ stats::DiskReport Disk::Report() const {
       {"plug_us", absl::StrCat(t.queue.policy.plug_us)},
       {"poll_us", absl::StrCat(t.backend.poll_us)},
       {"engine", std::string(io::EngineKindName(options_.engine))},
+      {"engine_depth", absl::StrCat(transport_->engine_depth())},
       {"engine_max_inflight",
        t.backend.engine_max_inflight == 0
            ? std::string("none")

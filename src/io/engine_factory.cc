@@ -12,16 +12,13 @@
 namespace pvdisk::io {
 namespace {
 
-// Bounded so that the uring engine's ring (depth plus a few entries, rounded
-// up to a power of two) stays within the kernel's 32768-entry limit.
-constexpr uint32_t kMaxDepth = 16384;
 
 absl::Status CheckOptions(const EngineOptions& options,
                           const ImageFile& image) {
-  if (options.depth == 0 || options.depth > kMaxDepth) {
+  if (options.depth == 0 || options.depth > kMaxEngineDepth) {
     return absl::InvalidArgumentError(
         absl::StrCat("engine depth ", options.depth,
-                     " is out of range; use 1 to ", kMaxDepth));
+                     " is out of range; use 1 to ", kMaxEngineDepth));
   }
   if (options.fault) {
     const FaultRange& fault = *options.fault;

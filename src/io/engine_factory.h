@@ -26,6 +26,10 @@ struct FaultRange {
   uint64_t sector_count = 1;
 };
 
+// The deepest engine: the uring engine's ring (depth plus 16 spare entries,
+// rounded up to a power of two) must stay within the kernel's 32768 entries.
+inline constexpr uint32_t kMaxEngineDepth = 32768 - 16;
+
 struct EngineOptions {
   EngineKind kind = EngineKind::kUring;
   // Most requests that will ever be in flight at once (the sum of the ring

@@ -1,7 +1,10 @@
 #include "transport/transport.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "io/engine_factory.h"
 
 namespace pvdisk::transport {
 
@@ -67,11 +70,22 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(
       served.push_back(queue.ForBackend(buffer_index));
       depth += options.queue.ring_size;
     }
+    // The engine holds every request its rings can hold, unless that is
+    // more than an io_uring can: then the engine's depth becomes a cap the
+    // backend respects, shown in the stats header as engine_depth.
+    uint32_t engine_depth = std::min(depth, io::kMaxEngineDepth);
+    BackendOptions backend_options = options.backend;
+    if (engine_depth < depth &&
+        (backend_options.engine_max_inflight == 0 ||
+         backend_options.engine_max_inflight > engine_depth)) {
+      backend_options.engine_max_inflight = engine_depth;
+    }
+    transport->engine_depth_ = std::max(transport->engine_depth_, engine_depth);
     PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<io::IoEngine> engine,
-                            make_engine(depth));
+                            make_engine(engine_depth));
     if (!buffers.empty()) engine->OfferBuffers(std::move(buffers));
     transport->backends_.push_back(std::make_unique<BackendLoop>(
-        std::move(served), std::move(engine), options.backend));
+        std::move(served), std::move(engine), backend_options));
   }
   return transport;
 }

@@ -68,6 +68,9 @@ class Transport {
   bool uses_fixed_buffers() const;
   // The engine's description, e.g. "O_DIRECT".
   std::string_view engine_mode() const;
+  // The deepest backend engine: the sum of the ring sizes it serves, or the
+  // engine's maximum if that sum is larger.
+  uint32_t engine_depth() const { return engine_depth_; }
 
  private:
   Transport() = default;
@@ -75,6 +78,7 @@ class Transport {
   TransportOptions options_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::vector<std::unique_ptr<BackendLoop>> backends_;
+  uint32_t engine_depth_ = 0;
   std::atomic<uint32_t> next_{0};  // kRoundRobin and kThread assignment
   bool started_ = false;
   bool shut_down_ = false;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fuse_harness.h"
@@ -18,8 +19,12 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-std::string EngineName(const ::testing::TestParamInfo<std::string>& info) {
-  return info.param;
+// `pvdisk mount` arguments for one disk served by `param`'s frontend and
+// engine.
+std::vector<std::string> DiskArgs(const std::string& image,
+                                  const FrontendEngine& param) {
+  const auto& [frontend, engine] = param;
+  return {"--disk", image, "--frontend", frontend, "--engine", engine};
 }
 
 // Pseudo-random bytes none of which is zero, so that zeros mean "punched".
@@ -32,7 +37,7 @@ std::string NonZeroBytes(uint64_t seed, size_t length) {
 // ---------------------------------------------------------------------------
 // Unaligned pwrite / pread, checked through the mount and in the image.
 
-class UnalignedIoTest : public ::testing::TestWithParam<std::string> {};
+class UnalignedIoTest : public ::testing::TestWithParam<FrontendEngine> {};
 
 TEST_P(UnalignedIoTest, PatternSurvivesOddOffsetsAndLengths) {
   PVDISK_REQUIRE_FUSE();
@@ -42,7 +47,7 @@ TEST_P(UnalignedIoTest, PatternSurvivesOddOffsetsAndLengths) {
   CreateImage(image, size);
   std::string model(size, '\0');  // what the disk must hold
   {
-    Mount mount(dir.MakeDir("mnt"), {"--disk", image, "--engine", GetParam()});
+    Mount mount(dir.MakeDir("mnt"), DiskArgs(image, GetParam()));
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
     Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
     ASSERT_TRUE(fd.valid()) << std::strerror(errno);
@@ -98,6 +103,8 @@ TEST_P(UnalignedIoTest, PatternSurvivesOddOffsetsAndLengths) {
     EXPECT_EQ(FirstDifference(model, whole), "") << "through the mount";
 
     DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+    EXPECT_EQ(stats.config["frontend"], std::get<0>(GetParam()));
+    EXPECT_EQ(stats.config["engine"], std::get<1>(GetParam()));
     EXPECT_GE(stats["fuse_writes"], writes.size());
     EXPECT_GT(stats["reqs_read"], 0u) << "unaligned writes read first";
     EXPECT_EQ(stats["errors"], 0u);
@@ -115,13 +122,14 @@ TEST_P(UnalignedIoTest, PatternSurvivesOddOffsetsAndLengths) {
   EXPECT_EQ(FirstDifference(model, in_image), "") << "in the image file";
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, UnalignedIoTest,
-                         ::testing::Values("uring", "sync"), EngineName);
+INSTANTIATE_TEST_SUITE_P(FrontendsAndEngines, UnalignedIoTest,
+                         FrontendsTimesEngines({"uring", "sync"}),
+                         FrontendEngineName);
 
 // ---------------------------------------------------------------------------
 // The end of the disk.
 
-class EndOfDiskTest : public ::testing::TestWithParam<std::string> {};
+class EndOfDiskTest : public ::testing::TestWithParam<FrontendEngine> {};
 
 TEST_P(EndOfDiskTest, ReadsStopAtTheEndAndWritesPastItFail) {
   PVDISK_REQUIRE_FUSE();
@@ -132,7 +140,7 @@ TEST_P(EndOfDiskTest, ReadsStopAtTheEndAndWritesPastItFail) {
   CreateImage(image, size);
   const std::string last = NonZeroBytes(7, 8192);
   {
-    Mount mount(dir.MakeDir("mnt"), {"--disk", image, "--engine", GetParam()});
+    Mount mount(dir.MakeDir("mnt"), DiskArgs(image, GetParam()));
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
     Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
     ASSERT_TRUE(fd.valid()) << std::strerror(errno);
@@ -184,13 +192,16 @@ TEST_P(EndOfDiskTest, ReadsStopAtTheEndAndWritesPastItFail) {
             "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, EndOfDiskTest,
-                         ::testing::Values("uring", "sync"), EngineName);
+INSTANTIATE_TEST_SUITE_P(FrontendsAndEngines, EndOfDiskTest,
+                         FrontendsTimesEngines({"uring", "sync"}),
+                         FrontendEngineName);
 
 // ---------------------------------------------------------------------------
 // fsync and close.
 
-TEST(FsyncTest, FsyncSendsAFlushAndCloseWithoutFsyncWorks) {
+class FsyncTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FsyncTest, FsyncSendsAFlushAndCloseWithoutFsyncWorks) {
   PVDISK_REQUIRE_FUSE();
   TempDir dir;
   const uint64_t size = 8 * kMiB;
@@ -199,9 +210,12 @@ TEST(FsyncTest, FsyncSendsAFlushAndCloseWithoutFsyncWorks) {
   const std::string synced = PatternBytes(21, 10000);
   const std::string closed = PatternBytes(22, 5000);
   {
-    Mount mount(dir.MakeDir("mnt"), {"--disk", image});
+    Mount mount(dir.MakeDir("mnt"),
+                {"--disk", image, "--frontend", GetParam()});
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
     const std::string disk = mount.Path("disk0.img");
+    EXPECT_EQ(StatsOf(mount.mountpoint(), "disk0.img").config["frontend"],
+              GetParam());
     {
       Fd fd = Open(disk, O_RDWR);
       ASSERT_TRUE(fd.valid()) << std::strerror(errno);
@@ -245,10 +259,14 @@ TEST(FsyncTest, FsyncSendsAFlushAndCloseWithoutFsyncWorks) {
       "");
 }
 
+INSTANTIATE_TEST_SUITE_P(Frontends, FsyncTest,
+                         ::testing::ValuesIn(AllFrontends()),
+                         [](const auto& info) { return info.param; });
+
 // ---------------------------------------------------------------------------
 // fallocate: punch hole and zero range.
 
-class FallocateTest : public ::testing::TestWithParam<std::string> {};
+class FallocateTest : public ::testing::TestWithParam<FrontendEngine> {};
 
 TEST_P(FallocateTest, PunchedAndZeroedRangesReadZerosNeighboursIntact) {
   PVDISK_REQUIRE_FUSE();
@@ -258,7 +276,7 @@ TEST_P(FallocateTest, PunchedAndZeroedRangesReadZerosNeighboursIntact) {
   CreateImage(image, size);
   std::string model(size, '\0');
   {
-    Mount mount(dir.MakeDir("mnt"), {"--disk", image, "--engine", GetParam()});
+    Mount mount(dir.MakeDir("mnt"), DiskArgs(image, GetParam()));
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
     Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
     ASSERT_TRUE(fd.valid()) << std::strerror(errno);
@@ -343,24 +361,28 @@ TEST_P(FallocateTest, PunchedAndZeroedRangesReadZerosNeighboursIntact) {
   EXPECT_EQ(FirstDifference(model, in_image), "") << "in the image file";
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, FallocateTest,
-                         ::testing::Values("uring", "sync"), EngineName);
+INSTANTIATE_TEST_SUITE_P(FrontendsAndEngines, FallocateTest,
+                         FrontendsTimesEngines({"uring", "sync"}),
+                         FrontendEngineName);
 
 // ---------------------------------------------------------------------------
 // The null engine: reads give zeros, writes change nothing.
 
-TEST(NullEngineTest, ReadsZerosAndWritesLeaveTheImageAlone) {
+class NullEngineTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NullEngineTest, ReadsZerosAndWritesLeaveTheImageAlone) {
   PVDISK_REQUIRE_FIO();
   TempDir dir;
   const uint64_t size = 64 * kMiB;
   const std::string image = dir.Path("disk0.img");
   FillFile(image, size, 0x5A);
   {
-    Mount mount(dir.MakeDir("mnt"), {"--disk", image, "--engine", "null"});
+    Mount mount(dir.MakeDir("mnt"), DiskArgs(image, {GetParam(), "null"}));
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
     const std::string disk = mount.Path("disk0.img");
-    EXPECT_EQ(StatsOf(mount.mountpoint(), "disk0.img").config["engine"],
-              "null");
+    DiskStats initial = StatsOf(mount.mountpoint(), "disk0.img");
+    EXPECT_EQ(initial.config["engine"], "null");
+    EXPECT_EQ(initial.config["frontend"], GetParam());
 
     CommandResult read = RunCommand(
         FioCommand(disk, {"--rw=randread", "--bs=64k", "--iodepth=16",
@@ -405,6 +427,10 @@ TEST(NullEngineTest, ReadsZerosAndWritesLeaveTheImageAlone) {
   EXPECT_EQ(FirstDifference(std::string(size, '\x5A'), in_image), "")
       << "the null engine changed the image";
 }
+
+INSTANTIATE_TEST_SUITE_P(Frontends, NullEngineTest,
+                         ::testing::ValuesIn(AllFrontends()),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing

@@ -21,19 +21,6 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-std::string EngineName(const ::testing::TestParamInfo<std::string>& info) {
-  return info.param;
-}
-
-// fio's normal output has "err= 0:" for a job that saw no error.
-void ExpectFioClean(const CommandResult& fio) {
-  bool clean = fio.exit_code == 0 &&
-               fio.out.find("err= 0") != std::string::npos &&
-               fio.out.find("verify:") == std::string::npos &&
-               fio.err.find("verify") == std::string::npos;
-  EXPECT_TRUE(clean) << "fio failed or reported errors: " << fio.Describe();
-}
-
 // ---------------------------------------------------------------------------
 // fio writes with verification, per engine and block-size pattern.
 
@@ -72,17 +59,19 @@ const FioJob& JobNamed(const std::string& name) {
   return jobs[0];
 }
 
-class FioVerifyTest
-    : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+// (frontend, engine, job name)
+class FioVerifyTest : public ::testing::TestWithParam<
+                          std::tuple<std::string, std::string, std::string>> {};
 
 TEST_P(FioVerifyTest, VerifiesAndCountersAreConsistent) {
   PVDISK_REQUIRE_FIO();
-  const auto& [engine, job_name] = GetParam();
+  const auto& [frontend, engine, job_name] = GetParam();
   const FioJob& job = JobNamed(job_name);
   TempDir dir;
   const std::string image = dir.Path("disk0.img");
   CreateImage(image, 128 * kMiB);
-  std::vector<std::string> mount_args = {"--disk", image, "--engine", engine};
+  std::vector<std::string> mount_args = {"--disk", image,      "--frontend",
+                                         frontend, "--engine", engine};
   mount_args.insert(mount_args.end(), job.mount_args.begin(),
                     job.mount_args.end());
   Mount mount(dir.MakeDir("mnt"), mount_args);
@@ -95,6 +84,7 @@ TEST_P(FioVerifyTest, VerifiesAndCountersAreConsistent) {
   ExpectFioClean(fio);
 
   DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_EQ(stats.config["frontend"], frontend);
   EXPECT_EQ(stats.config["engine"], engine);
   EXPECT_GT(stats["fuse_writes"], 0u);
   EXPECT_GT(stats["fuse_reads"], 0u);
@@ -116,24 +106,34 @@ TEST_P(FioVerifyTest, VerifiesAndCountersAreConsistent) {
   EXPECT_GT(stats["kicks_sent"], 0u);
   EXPECT_GT(stats["lat_us_p50"], 0u);
   EXPECT_GE(stats["lat_us_p99"], stats["lat_us_p50"]);
-  ASSERT_EQ(stats.queues.size(), 1u);
-  EXPECT_EQ(stats.queues[0]["sectors_written"], stats["sectors_written"]);
+  // The default number of queues, each with its own row; the job's writes
+  // span several 1 MiB stripes, so the default offset map uses every queue.
+  const size_t queues = DefaultQueueCount();
+  EXPECT_EQ(ConfigNumber(stats, "queues"), queues);
+  ASSERT_EQ(stats.queues.size(), queues);
+  for (size_t q = 0; q < queues; ++q) {
+    EXPECT_GT(stats.queues[q]["reqs_write"], 0u) << "queue " << q;
+    EXPECT_LE(stats.queues[q]["inflight_max"], ring_size) << "queue " << q;
+  }
+  ExpectTotalsAgreeWithQueues(stats);
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Engines, FioVerifyTest,
-    ::testing::Combine(::testing::Values("uring", "sync"),
+    FrontendsAndEngines, FioVerifyTest,
+    ::testing::Combine(::testing::ValuesIn(AllFrontends()),
+                       ::testing::Values("uring", "sync"),
                        ::testing::Values("Bs4k", "Bsrange4kTo1m",
                                          "Bsrange4kTo1mRing32",
                                          "Unaligned1000")),
     [](const auto& info) {
-      return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+      return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
+             std::get<2>(info.param);
     });
 
 // ---------------------------------------------------------------------------
 // Injected backend errors become EIO; the rest of the disk keeps working.
 
-class EioTest : public ::testing::TestWithParam<std::string> {};
+class EioTest : public ::testing::TestWithParam<FrontendEngine> {};
 
 TEST_P(EioTest, FaultySectorsFailWithEioAndTheRestWorks) {
   PVDISK_REQUIRE_FIO();
@@ -144,8 +144,10 @@ TEST_P(EioTest, FaultySectorsFailWithEioAndTheRestWorks) {
   // Sectors 2048..2055 are bytes [1 MiB, 1 MiB + 4 KiB).
   const uint64_t bad = 2048 * 512;
   {
+    const auto& [frontend, engine] = GetParam();
     Mount mount(dir.MakeDir("mnt"),
-                {"--disk", image + ",eio=2048+8", "--engine", GetParam()});
+                {"--disk", image + ",eio=2048+8", "--frontend", frontend,
+                 "--engine", engine});
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
     Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
     ASSERT_TRUE(fd.valid()) << std::strerror(errno);
@@ -230,8 +232,9 @@ TEST_P(EioTest, FaultySectorsFailWithEioAndTheRestWorks) {
             "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, EioTest, ::testing::Values("uring", "sync"),
-                         EngineName);
+INSTANTIATE_TEST_SUITE_P(FrontendsAndEngines, EioTest,
+                         FrontendsTimesEngines({"uring", "sync"}),
+                         FrontendEngineName);
 
 // ---------------------------------------------------------------------------
 // pvdisk unmount while fio writes: it finishes in-flight I/O, so every 4 KiB
@@ -239,19 +242,24 @@ INSTANTIATE_TEST_SUITE_P(Engines, EioTest, ::testing::Values("uring", "sync"),
 // fio overwrites the whole 64 MiB several times in 1.5 s, so a second run
 // limits its rate, leaving old blocks next to new ones for the check.
 
-class UnmountDuringIoTest : public ::testing::TestWithParam<std::string> {};
+// (frontend, "FullSpeed" or "RateLimited")
+class UnmountDuringIoTest
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
 TEST_P(UnmountDuringIoTest, FinishesInFlightWritesWithoutTornBlocks) {
   PVDISK_REQUIRE_FIO();
-  const bool rate_limited = GetParam() == "RateLimited";
+  const auto& [frontend, speed] = GetParam();
+  const bool rate_limited = speed == "RateLimited";
   TempDir dir;
   const uint64_t size = 64 * kMiB;
   const std::string image = dir.Path("disk0.img");
   FillFile(image, size, 0xAA);
-  Mount mount(dir.MakeDir("mnt"), {"--disk", image});
+  Mount mount(dir.MakeDir("mnt"), {"--disk", image, "--frontend", frontend});
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
   const pid_t daemon = mount.daemon_pid();
   ASSERT_GT(daemon, 0);
+  EXPECT_EQ(StatsOf(mount.mountpoint(), "disk0.img").config["frontend"],
+            frontend);
 
   std::vector<std::string> args = {
       "--rw=randwrite", "--bs=64k",     "--iodepth=16",         "--size=64M",
@@ -306,9 +314,14 @@ TEST_P(UnmountDuringIoTest, FinishesInFlightWritesWithoutTornBlocks) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fio, UnmountDuringIoTest,
-                         ::testing::Values("FullSpeed", "RateLimited"),
-                         [](const auto& info) { return info.param; });
+INSTANTIATE_TEST_SUITE_P(Frontends, UnmountDuringIoTest,
+                         ::testing::Combine(::testing::ValuesIn(AllFrontends()),
+                                            ::testing::Values("FullSpeed",
+                                                              "RateLimited")),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  std::get<1>(info.param);
+                         });
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,8 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+
+#include "stats/counters.h"
 
 namespace pvdisk::fuse_testing {
 namespace {
@@ -689,6 +692,128 @@ std::vector<std::string> FioCommand(const std::string& file,
                                    "--group_reporting"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
+}
+
+void ExpectFioClean(const CommandResult& fio) {
+  bool clean = fio.exit_code == 0 &&
+               fio.out.find("err= 0") != std::string::npos &&
+               fio.out.find("verify:") == std::string::npos &&
+               fio.err.find("verify") == std::string::npos;
+  EXPECT_TRUE(clean) << "fio failed or reported errors: " << fio.Describe();
+}
+
+const std::vector<std::string>& AllFrontends() {
+  static const std::vector<std::string> frontends = {"blkif", "virtio"};
+  return frontends;
+}
+
+std::string FrontendEngineName(
+    const ::testing::TestParamInfo<FrontendEngine>& info) {
+  return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+}
+
+::testing::internal::ParamGenerator<FrontendEngine> FrontendsTimesEngines(
+    const std::vector<std::string>& engines) {
+  std::vector<FrontendEngine> params;
+  for (const std::string& frontend : AllFrontends()) {
+    for (const std::string& engine : engines) {
+      params.emplace_back(frontend, engine);
+    }
+  }
+  return ::testing::ValuesIn(params);
+}
+
+std::string MountFlagDefault(const std::string& flag) {
+  static std::mutex mu;
+  static std::string help;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (help.empty()) {
+      CommandResult result = RunPvdisk({"mount", "--help"});
+      EXPECT_EQ(result.exit_code, 0) << result.Describe();
+      help = result.out;
+    }
+  }
+  std::istringstream lines(help);
+  std::string line;
+  const std::string prefix = "  --" + flag + " ";
+  const std::string marker = "(default: ";
+  while (std::getline(lines, line)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    size_t at = line.rfind(marker);
+    size_t end = line.find(')', at);
+    if (at == std::string::npos || end == std::string::npos) break;
+    return line.substr(at + marker.size(), end - at - marker.size());
+  }
+  ADD_FAILURE() << "pvdisk mount --help states no default for --" << flag
+                << ":\n"
+                << help;
+  return "";
+}
+
+size_t DefaultQueueCount() {
+  std::string text = MountFlagDefault("queues");
+  char* end = nullptr;
+  unsigned long value = std::strtoul(text.c_str(), &end, 10);
+  EXPECT_TRUE(!text.empty() && *end == '\0' && value > 0)
+      << "default --queues '" << text << "'";
+  return static_cast<size_t>(value);
+}
+
+uint64_t ConfigNumber(const DiskStats& stats, const std::string& key) {
+  auto it = stats.config.find(key);
+  if (it == stats.config.end()) {
+    ADD_FAILURE() << "stats.json of " << stats.name << " has no config." << key;
+    return 0;
+  }
+  char* end = nullptr;
+  unsigned long long value = std::strtoull(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0') {
+    ADD_FAILURE() << "config." << key << " of " << stats.name << " is '"
+                  << it->second << "', not a number";
+    return 0;
+  }
+  return value;
+}
+
+void ExpectTotalsAgreeWithQueues(const DiskStats& stats) {
+  ASSERT_FALSE(stats.queues.empty()) << stats.name << " has no queues";
+  for (const stats::CounterInfo& info : stats::kCounterInfo) {
+    const std::string name(info.name);
+    uint64_t sum = 0;
+    uint64_t max = 0;
+    for (size_t q = 0; q < stats.queues.size(); ++q) {
+      auto it = stats.queues[q].find(name);
+      if (it == stats.queues[q].end()) {
+        ADD_FAILURE() << stats.name << " queue " << q << " has no " << name;
+        continue;
+      }
+      sum += it->second;
+      max = std::max(max, it->second);
+    }
+    const uint64_t expected = info.kind == stats::CounterKind::kMax ? max : sum;
+    EXPECT_EQ(stats[name], expected)
+        << name << " (total of " << stats.queues.size() << " queues, "
+        << (info.kind == stats::CounterKind::kMax ? "highest" : "sum") << ")";
+  }
+}
+
+void ResetStats(const std::string& mountpoint) {
+  Fd fd = Open(mountpoint + "/stats", O_WRONLY | O_TRUNC);
+  ASSERT_TRUE(fd.valid()) << "open stats: " << std::strerror(errno);
+  ASSERT_EQ(write(fd.get(), "reset\n", 6), 6)
+      << "reset stats: " << std::strerror(errno);
+  ASSERT_EQ(fd.Close(), 0) << std::strerror(errno);
+}
+
+bool WaitUntil(const std::function<bool()>& condition,
+               std::chrono::milliseconds timeout) {
+  auto deadline = steady_clock::now() + timeout;
+  while (!condition()) {
+    if (steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return true;
 }
 
 // ---------------------------------------------------------------------------

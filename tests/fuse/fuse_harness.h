@@ -8,12 +8,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -237,5 +239,45 @@ void CreateImage(const std::string& path, uint64_t size_bytes);
 // io_uring/direct settings; `extra` follows.
 std::vector<std::string> FioCommand(const std::string& file,
                                     const std::vector<std::string>& extra);
+
+// Fails the test unless fio exited 0 and reported no error and no verify
+// failure (its normal output has "err= 0" for a job that saw no error).
+void ExpectFioClean(const CommandResult& fio);
+
+// The ring protocols (`--frontend`) every data-path test runs with; the
+// CliTest HelpListsTheFrontendsTheSuiteCovers keeps this list in step with
+// `pvdisk mount --help`.
+const std::vector<std::string>& AllFrontends();
+
+// The parameter of the data-path tests: (frontend, engine).
+using FrontendEngine = std::tuple<std::string, std::string>;
+// "blkif_uring" etc.
+std::string FrontendEngineName(
+    const ::testing::TestParamInfo<FrontendEngine>& info);
+// Every frontend with each of `engines`.
+::testing::internal::ParamGenerator<FrontendEngine> FrontendsTimesEngines(
+    const std::vector<std::string>& engines);
+
+// The default of `pvdisk mount --FLAG` as `pvdisk mount --help` states it
+// ("(default: X)"); fails the test and returns "" if the help has none.
+std::string MountFlagDefault(const std::string& flag);
+// MountFlagDefault("queues") as a number.
+size_t DefaultQueueCount();
+
+// A config value of stats.json as a number (fails the test if it is
+// missing or not a number).
+uint64_t ConfigNumber(const DiskStats& stats, const std::string& key);
+
+// Checks that the total of every counter agrees with the queues' rows the
+// way src/stats/counters.h says: the sum for counts and gauges, the highest
+// value for maxima; and that every queue has every counter.
+void ExpectTotalsAgreeWithQueues(const DiskStats& stats);
+
+// Writes "reset" to MOUNTPOINT/stats (fails the test on an error).
+void ResetStats(const std::string& mountpoint);
+
+// Polls `condition` every 10 ms for up to `timeout`; true once it holds.
+bool WaitUntil(const std::function<bool()>& condition,
+               std::chrono::milliseconds timeout);
 
 }  // namespace pvdisk::fuse_testing

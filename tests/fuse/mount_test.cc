@@ -66,7 +66,21 @@ TEST(MountTest, ShowsDiskWithExactSizeAndStatsFiles) {
   EXPECT_EQ(stats.config["size"], std::to_string(size));
   EXPECT_EQ(stats.config["engine"], "uring");
   EXPECT_EQ(stats.config["read_only"], "no");
-  EXPECT_EQ(stats.queues.size(), 1u);
+  // Without flags the transport is the one `pvdisk mount --help` documents.
+  EXPECT_EQ(stats.config["frontend"], MountFlagDefault("frontend"));
+  EXPECT_EQ(stats.config["ring_size"], MountFlagDefault("ring-size"));
+  EXPECT_EQ(stats.config["queue_map"], MountFlagDefault("queue-map"));
+  EXPECT_EQ(stats.config["backend_threads"],
+            MountFlagDefault("backend-threads"));
+  EXPECT_EQ(stats.config["max_segments"], MountFlagDefault("max-segments"));
+  EXPECT_EQ(stats.config["persistent"], MountFlagDefault("persistent"));
+  EXPECT_EQ(stats.config["notify"], MountFlagDefault("notify"));
+  EXPECT_EQ(stats.config["poll_us"], MountFlagDefault("poll-us"));
+  EXPECT_EQ(stats.config["engine_max_inflight"],
+            MountFlagDefault("engine-max-inflight"));
+  const size_t queues = DefaultQueueCount();
+  EXPECT_EQ(ConfigNumber(stats, "queues"), queues);
+  EXPECT_EQ(stats.queues.size(), queues);
 }
 
 TEST(MountTest, TwoDisksAppearWithTheirSizesAndStatsSections) {

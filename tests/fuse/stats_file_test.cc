@@ -2,7 +2,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -17,15 +19,43 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-// Every column after "disk" and "queue", in order.
+// Every column after "disk" and "queue", in order: the counters straight
+// from the X-macro of src/stats/counters.h, then the latency percentiles.
 std::vector<std::string> CounterColumns() {
-  std::vector<std::string> names;
-  for (const stats::CounterInfo& info : stats::kCounterInfo) {
-    names.emplace_back(info.name);
-  }
+#define PVDISK_TEST_COUNTER_NAME(name, kind, meaning) #name,
+  std::vector<std::string> names = {
+      PVDISK_QUEUE_COUNTERS(PVDISK_TEST_COUNTER_NAME)};
+#undef PVDISK_TEST_COUNTER_NAME
   names.push_back("lat_us_p50");
   names.push_back("lat_us_p99");
   return names;
+}
+
+constexpr size_t kLatencyColumns = 2;  // the last two of CounterColumns()
+
+// The config keys of a disk's section, in order (src/fuse/disk.cc,
+// Disk::Report).
+const std::vector<std::string>& ConfigKeys() {
+  static const std::vector<std::string> keys = {"image",
+                                                "size",
+                                                "read_only",
+                                                "frontend",
+                                                "queues",
+                                                "queue_map",
+                                                "backend_threads",
+                                                "ring_size",
+                                                "ring_pages",
+                                                "max_segments",
+                                                "pool_pages",
+                                                "persistent",
+                                                "notify",
+                                                "poll_us",
+                                                "engine",
+                                                "engine_depth",
+                                                "engine_max_inflight",
+                                                "engine_mode",
+                                                "fixed_buffers"};
+  return keys;
 }
 
 std::vector<std::string> Words(const std::string& line) {
@@ -82,13 +112,18 @@ TEST(StatsFileTest, ResetZeroesCountersAndGarbageIsRefused) {
 
   ASSERT_EQ(WriteCommand(stats_path, "reset\n"), 6) << std::strerror(errno);
   DiskStats after = StatsOf(mount.mountpoint(), "disk0.img");
-  for (const stats::CounterInfo& info : stats::kCounterInfo) {
-    EXPECT_EQ(after[std::string(info.name)], 0u) << info.name;
+  for (const std::string& column : CounterColumns()) {
+    EXPECT_EQ(after[column], 0u) << column;
   }
-  EXPECT_EQ(after["lat_us_p50"], 0u);
-  EXPECT_EQ(after["lat_us_p99"], 0u);
-  ASSERT_EQ(after.queues.size(), 1u);
-  EXPECT_EQ(after.queues[0]["fuse_reads"], 0u);
+  // Every queue's row is reset, not only the total.
+  ASSERT_EQ(after.queues.size(), DefaultQueueCount());
+  for (size_t q = 0; q < after.queues.size(); ++q) {
+    for (const std::string& column : CounterColumns()) {
+      auto it = after.queues[q].find(column);
+      ASSERT_NE(it, after.queues[q].end()) << "queue " << q << " " << column;
+      EXPECT_EQ(it->second, 0u) << "queue " << q << " " << column;
+    }
+  }
 
   // Counting starts again; the shell's way of resetting works too.
   DoSomeIo(mount.Path("disk0.img"));
@@ -126,8 +161,10 @@ TEST(StatsFileTest, JsonIsValidAndHasEveryCounter) {
   PVDISK_REQUIRE_FUSE();
   TempDir dir;
   CreateImage(dir.Path("disk0.img"), 16 * kMiB);
-  Mount mount(dir.MakeDir("mnt"), {"--disk", dir.Path("disk0.img"),
-                                   "--ring-size", "64", "--engine", "sync"});
+  const size_t kQueues = 3;
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", dir.Path("disk0.img"), "--ring-size", "64", "--engine",
+               "sync", "--queues", std::to_string(kQueues)});
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
   DoSomeIo(mount.Path("disk0.img"));
 
@@ -172,6 +209,13 @@ TEST(StatsFileTest, JsonIsValidAndHasEveryCounter) {
   const JsonValue* engine = config->Find("engine");
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(engine->string, "sync");
+  const JsonValue* queue_count = config->Find("queues");
+  ASSERT_NE(queue_count, nullptr);
+  EXPECT_TRUE(queue_count->is_unsigned);
+  EXPECT_EQ(queue_count->unsigned_value, kQueues);
+  std::vector<std::string> config_keys;
+  for (const auto& [key, value] : config->object) config_keys.push_back(key);
+  EXPECT_EQ(config_keys, ConfigKeys());
 
   const std::vector<std::string> columns = CounterColumns();
   auto expect_counters = [&](const JsonValue& object, const std::string& where,
@@ -189,11 +233,14 @@ TEST(StatsFileTest, JsonIsValidAndHasEveryCounter) {
   const JsonValue* queues = disk.Find("queues");
   ASSERT_NE(queues, nullptr);
   ASSERT_EQ(queues->type, JsonValue::Type::kArray);
-  ASSERT_EQ(queues->array.size(), 1u);
-  expect_counters(queues->array[0], "queues[0]", true);
-  const JsonValue* queue_number = queues->array[0].Find("queue");
-  ASSERT_NE(queue_number, nullptr);
-  EXPECT_EQ(queue_number->unsigned_value, 0u);
+  ASSERT_EQ(queues->array.size(), kQueues);
+  for (size_t q = 0; q < kQueues; ++q) {
+    const std::string where = "queues[" + std::to_string(q) + "]";
+    expect_counters(queues->array[q], where, true);
+    const JsonValue* queue_number = queues->array[q].Find("queue");
+    ASSERT_NE(queue_number, nullptr) << where;
+    EXPECT_EQ(queue_number->unsigned_value, q) << where;
+  }
   const JsonValue* total = disk.Find("total");
   ASSERT_NE(total, nullptr);
   expect_counters(*total, "total", false);
@@ -202,12 +249,18 @@ TEST(StatsFileTest, JsonIsValidAndHasEveryCounter) {
   EXPECT_GT(fuse_writes->unsigned_value, 0u);
 }
 
-TEST(StatsFileTest, TextTableHasCommentHeaderQueueAndTotalRows) {
+// The table with one queue (its row equals the total) and with three (the
+// total row combines them as counters.h says; DoSomeIo leaves queue 2 idle).
+class TextTableTest : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(TextTableTest, HasCommentHeaderQueueAndTotalRows) {
   PVDISK_REQUIRE_FUSE();
+  const size_t queues = GetParam();
   TempDir dir;
   CreateImage(dir.Path("disk0.img"), 16 * kMiB);
   Mount mount(dir.MakeDir("mnt"),
-              {"--disk", dir.Path("disk0.img"), "--ring-size", "128"});
+              {"--disk", dir.Path("disk0.img"), "--ring-size", "128",
+               "--queues", std::to_string(queues)});
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
   DoSomeIo(mount.Path("disk0.img"));
 
@@ -215,10 +268,21 @@ TEST(StatsFileTest, TextTableHasCommentHeaderQueueAndTotalRows) {
   std::string text = ReadWholeFile(mount.Path("stats"));
   DiskStats json = StatsOf(mount.mountpoint(), "disk0.img");
   std::vector<std::string> lines = Lines(text);
-  ASSERT_EQ(lines.size(), 4u) << text;
+  ASSERT_EQ(lines.size(), queues + 3) << text;
   EXPECT_EQ(lines[0].rfind("# disk disk0.img: ", 0), 0u) << lines[0];
-  EXPECT_NE(lines[0].find("ring_size=128"), std::string::npos) << lines[0];
-  EXPECT_NE(lines[0].find("engine=uring"), std::string::npos) << lines[0];
+  // The comment holds the config of stats.json, key=value in the same order.
+  std::vector<std::string> pairs =
+      Words(lines[0].substr(std::string("# disk disk0.img: ").size()));
+  std::vector<std::string> expected_pairs;
+  for (const std::string& key : ConfigKeys()) {
+    expected_pairs.push_back(key + "=" + json.config[key]);
+  }
+  EXPECT_EQ(pairs, expected_pairs) << lines[0];
+  EXPECT_NE(lines[0].find(" ring_size=128 "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(" engine=uring "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(" queues=" + std::to_string(queues) + " "),
+            std::string::npos)
+      << lines[0];
 
   std::vector<std::string> header = Words(lines[1]);
   std::vector<std::string> expected_header = {"disk", "queue"};
@@ -227,19 +291,78 @@ TEST(StatsFileTest, TextTableHasCommentHeaderQueueAndTotalRows) {
   }
   EXPECT_EQ(header, expected_header);
 
-  std::vector<std::string> queue_row = Words(lines[2]);
-  std::vector<std::string> total_row = Words(lines[3]);
-  ASSERT_EQ(queue_row.size(), expected_header.size()) << lines[2];
-  ASSERT_EQ(total_row.size(), expected_header.size()) << lines[3];
-  EXPECT_EQ(queue_row[0], "disk0.img");
-  EXPECT_EQ(queue_row[1], "0");
+  std::vector<std::vector<uint64_t>> queue_rows;
+  for (size_t q = 0; q < queues; ++q) {
+    std::vector<std::string> row = Words(lines[2 + q]);
+    ASSERT_EQ(row.size(), expected_header.size()) << lines[2 + q];
+    EXPECT_EQ(row[0], "disk0.img");
+    EXPECT_EQ(row[1], std::to_string(q));
+    std::vector<uint64_t> values;
+    for (size_t c = 2; c < row.size(); ++c) {
+      values.push_back(std::stoull(row[c]));
+      EXPECT_EQ(row[c], std::to_string(json.queues[q][header[c]]))
+          << "queue " << q << " " << header[c];
+    }
+    queue_rows.push_back(values);
+  }
+  std::vector<std::string> total_row = Words(lines[2 + queues]);
+  ASSERT_EQ(total_row.size(), expected_header.size()) << lines[2 + queues];
   EXPECT_EQ(total_row[0], "disk0.img");
   EXPECT_EQ(total_row[1], "total");
   for (size_t c = 2; c < header.size(); ++c) {
     EXPECT_EQ(total_row[c], std::to_string(json[header[c]])) << header[c];
-    EXPECT_EQ(queue_row[c], total_row[c]) << header[c] << " (one queue)";
+  }
+  for (size_t i = 0; i + kLatencyColumns < header.size() - 2; ++i) {
+    const stats::CounterInfo& info = stats::kCounterInfo[i];
+    ASSERT_EQ(header[2 + i], info.name);
+    uint64_t sum = 0;
+    uint64_t max = 0;
+    for (const auto& row : queue_rows) {
+      sum += row[i];
+      max = std::max(max, row[i]);
+    }
+    EXPECT_EQ(std::stoull(total_row[2 + i]),
+              info.kind == stats::CounterKind::kMax ? max : sum)
+        << info.name;
+  }
+  // A percentile of all queues' latencies lies between the queues' own
+  // (those that saw any request).
+  for (size_t c = header.size() - kLatencyColumns; c < header.size(); ++c) {
+    uint64_t low = UINT64_MAX;
+    uint64_t high = 0;
+    for (const auto& row : queue_rows) {
+      if (row[c - 2] == 0) continue;
+      low = std::min(low, row[c - 2]);
+      high = std::max(high, row[c - 2]);
+    }
+    ASSERT_GT(high, 0u) << header[c] << ": no queue has a latency";
+    uint64_t total = std::stoull(total_row[c]);
+    EXPECT_GE(total, low) << header[c];
+    EXPECT_LE(total, high) << header[c];
+  }
+  if (queues == 1) {
+    for (size_t c = 2; c < header.size(); ++c) {
+      EXPECT_EQ(std::to_string(queue_rows[0][c - 2]), total_row[c])
+          << header[c] << " (one queue)";
+    }
+  } else {
+    // DoSomeIo writes in the 2nd MiB (queue 1), reads in the 1st and
+    // flushes (queue 0); the last queue saw nothing.
+    EXPECT_GT(queue_rows[0][static_cast<size_t>(stats::Counter::reqs_read)],
+              0u);
+    EXPECT_GT(queue_rows[1][static_cast<size_t>(stats::Counter::reqs_write)],
+              0u);
+    for (size_t c = 0; c < queue_rows[queues - 1].size(); ++c) {
+      EXPECT_EQ(queue_rows[queues - 1][c], 0u)
+          << header[c + 2] << " of the idle queue " << queues - 1;
+    }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Queues, TextTableTest, ::testing::Values(1, 3),
+                         [](const auto& info) {
+                           return std::to_string(info.param) + "Queues";
+                         });
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing
