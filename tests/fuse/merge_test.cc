@@ -14,15 +14,6 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-// fio's normal output has "err= 0:" for a job that saw no error.
-void ExpectFioClean(const CommandResult& fio) {
-  bool clean = fio.exit_code == 0 &&
-               fio.out.find("err= 0") != std::string::npos &&
-               fio.out.find("verify:") == std::string::npos &&
-               fio.err.find("verify") == std::string::npos;
-  EXPECT_TRUE(clean) << "fio failed or reported errors: " << fio.Describe();
-}
-
 // Parametrized by the --frontend. The counter tests use the sync engine:
 // its backend is slower than io_uring's, so a 32-entry ring reliably fills
 // and staged writes meet (with io_uring a blkif ring of 32 sometimes keeps
