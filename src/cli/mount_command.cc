@@ -238,36 +238,33 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
                             number("engine-max-inflight", 0, 1, 1u << 20));
     transport.backend.engine_max_inflight = static_cast<uint32_t>(cap);
   }
-  std::string merge = parsed.Get("merge", "on");
-  if (merge != "on" && merge != "off") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--merge '", merge, "' is not allowed: use on or off"));
-  }
-  transport.queue.policy.merge = merge == "on";
-  std::string dispatch = parsed.Get("dispatch", "when-room");
-  if (dispatch != "when-room" && dispatch != "always") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--dispatch '", dispatch, "' is not allowed: use when-room or always"));
-  }
-  transport.queue.policy.dispatch = dispatch == "always"
-                                        ? transport::DispatchMode::kAlways
-                                        : transport::DispatchMode::kWhenRoom;
+  // Two-way switches: each flag's value must be one of its two words; the
+  // result is whether it is the first.
+  auto first_of = [&](const char* flag, const char* first,
+                      const char* second) -> absl::StatusOr<bool> {
+    std::string value = parsed.Get(flag, first);
+    if (value != first && value != second) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, " '", value,
+                                                     "' is not allowed: use ",
+                                                     first, " or ", second));
+    }
+    return value == first;
+  };
+  PVDISK_ASSIGN_OR_RETURN(transport.queue.policy.merge,
+                          first_of("merge", "on", "off"));
+  PVDISK_ASSIGN_OR_RETURN(bool when_room,
+                          first_of("dispatch", "when-room", "always"));
+  transport.queue.policy.dispatch = when_room
+                                        ? transport::DispatchMode::kWhenRoom
+                                        : transport::DispatchMode::kAlways;
   PVDISK_ASSIGN_OR_RETURN(uint64_t plug_us, number("plug-us", 0, 0, 100000));
   transport.queue.policy.plug_us = static_cast<uint32_t>(plug_us);
-  std::string persistent = parsed.Get("persistent", "on");
-  if (persistent != "on" && persistent != "off") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--persistent '", persistent, "' is not allowed: use on or off"));
-  }
-  transport.queue.persistent = persistent == "on";
-  std::string notify = parsed.Get("notify", "event-idx");
-  if (notify != "event-idx" && notify != "always") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--notify '", notify, "' is not allowed: use event-idx or always"));
-  }
-  transport.queue.notify = notify == "always"
-                               ? transport::NotifyMode::kAlways
-                               : transport::NotifyMode::kEventIdx;
+  PVDISK_ASSIGN_OR_RETURN(transport.queue.persistent,
+                          first_of("persistent", "on", "off"));
+  PVDISK_ASSIGN_OR_RETURN(bool event_idx,
+                          first_of("notify", "event-idx", "always"));
+  transport.queue.notify = event_idx ? transport::NotifyMode::kEventIdx
+                                     : transport::NotifyMode::kAlways;
   PVDISK_RETURN_IF_ERROR(transport::ValidateTransportOptions(transport));
   absl::StatusOr<io::EngineKind> engine =
       io::ParseEngineKind(parsed.Get("engine", "uring"));

@@ -19,38 +19,14 @@ VirtioDeviceRing::VirtioDeviceRing(uint8_t* ring_memory, uint32_t size,
                                    GrantMapper* grants,
                                    const DeviceLimits& limits,
                                    NotifyMode notify)
-    : ring_(ring_memory),
+    : q_(ring_memory, size),
       size_(size),
       grants_(grants),
       limits_(limits),
       notify_(notify),
-      layout_(virtio::LayoutFor(size)),
       data_bytes_(uint64_t{limits.data_pages} * virtio::kPageSize) {
   chain_.reserve(size);
   indirect_.reserve(limits.max_segments + 2);
-}
-
-uint16_t& VirtioDeviceRing::AvailFlags() {
-  return *reinterpret_cast<uint16_t*>(ring_ + layout_.avail);
-}
-uint16_t& VirtioDeviceRing::AvailIdx() {
-  return *reinterpret_cast<uint16_t*>(ring_ + layout_.avail + 2);
-}
-uint16_t& VirtioDeviceRing::AvailRing(uint32_t i) {
-  return *reinterpret_cast<uint16_t*>(ring_ + layout_.avail + 4 + 2 * i);
-}
-uint16_t& VirtioDeviceRing::UsedEvent() { return AvailRing(size_); }
-uint16_t& VirtioDeviceRing::UsedFlags() {
-  return *reinterpret_cast<uint16_t*>(ring_ + layout_.used);
-}
-uint16_t& VirtioDeviceRing::UsedIdx() {
-  return *reinterpret_cast<uint16_t*>(ring_ + layout_.used + 2);
-}
-virtio::UsedElem& VirtioDeviceRing::UsedRing(uint32_t i) {
-  return *reinterpret_cast<virtio::UsedElem*>(ring_ + layout_.used + 4 + 8 * i);
-}
-uint16_t& VirtioDeviceRing::AvailEvent() {
-  return *reinterpret_cast<uint16_t*>(ring_ + layout_.used + 4 + 8 * size_);
 }
 
 bool VirtioDeviceRing::InsideData(uint64_t addr, uint64_t len) const {
@@ -106,7 +82,7 @@ bool VirtioDeviceRing::CopyIndirectTable(const Desc& pointer) {
 bool VirtioDeviceRing::CopyChain(uint16_t head) {
   chain_.clear();
   used_indirect_ = false;
-  const auto* table = reinterpret_cast<const Desc*>(ring_ + layout_.desc);
+  const Desc* table = q_.DescTable();
   uint32_t index = head;
   for (uint32_t steps = 0;; ++steps) {
     if (index >= size_ || steps >= size_) return false;  // out of range, loop
@@ -124,16 +100,16 @@ bool VirtioDeviceRing::CopyChain(uint16_t head) {
 }
 
 TakeResult VirtioDeviceRing::TakeRequest(DeviceRequest* out) {
-  uint16_t avail_idx = LoadAcquire(AvailIdx());
+  uint16_t avail_idx = LoadAcquire(q_.AvailIdx());
   uint16_t pending = static_cast<uint16_t>(avail_idx - last_avail_);
   if (pending > size_) return TakeResult::kRingBroken;
   if (pending == 0) return TakeResult::kNone;
-  uint16_t head = LoadRelaxed(AvailRing(last_avail_ & (size_ - 1)));
+  uint16_t head = LoadRelaxed(q_.AvailRing(last_avail_ & (size_ - 1)));
   ++last_avail_;
   if (notify_ == NotifyMode::kAlways &&
-      !(LoadRelaxed(UsedFlags()) & virtio::kUsedNoNotify)) {
+      !(LoadRelaxed(q_.UsedFlags()) & virtio::kUsedNoNotify)) {
     // Busy: kicks would only tell us what we are about to see.
-    StoreRelaxed(UsedFlags(), virtio::kUsedNoNotify);
+    StoreRelaxed(q_.UsedFlags(), virtio::kUsedNoNotify);
   }
   out->id = head;
   out->wire_op = 0;
@@ -283,7 +259,7 @@ TakeResult VirtioDeviceRing::AnswerGetId(DeviceRequest* out) {
   out->num_sectors = 0;
   PutResponse(*out, 0);
   // The used length: the id bytes and the status byte.
-  UsedRing(static_cast<uint16_t>(used_shadow_ - 1) & (size_ - 1)).len =
+  q_.UsedRing(static_cast<uint16_t>(used_shadow_ - 1) & (size_ - 1)).len =
       virtio::kIdBytes + 1;
   return TakeResult::kAnswered;
 }
@@ -303,7 +279,7 @@ void VirtioDeviceRing::PutResponse(const DeviceRequest& request, int result) {
                       ? request.num_sectors * kSector
                       : 0;
   elem.len = static_cast<uint32_t>(data + (status_written ? 1 : 0));
-  std::memcpy(&UsedRing(used_shadow_ & (size_ - 1)), &elem, sizeof(elem));
+  std::memcpy(&q_.UsedRing(used_shadow_ & (size_ - 1)), &elem, sizeof(elem));
   ++used_shadow_;
 }
 
@@ -311,26 +287,26 @@ PushResult VirtioDeviceRing::PublishResponses() {
   uint16_t old_idx = used_published_;
   uint16_t new_idx = used_shadow_;
   if (old_idx == new_idx) return PushResult::kNothing;
-  StoreRelease(UsedIdx(), new_idx);
+  StoreRelease(q_.UsedIdx(), new_idx);
   FullBarrier();
   used_published_ = new_idx;
   bool notify =
       notify_ == NotifyMode::kEventIdx
-          ? virtio::NeedEvent(LoadRelaxed(UsedEvent()), new_idx, old_idx)
-          : !(LoadRelaxed(AvailFlags()) & virtio::kAvailNoInterrupt);
+          ? virtio::NeedEvent(LoadRelaxed(q_.UsedEvent()), new_idx, old_idx)
+          : !(LoadRelaxed(q_.AvailFlags()) & virtio::kAvailNoInterrupt);
   return notify ? PushResult::kNotify : PushResult::kSuppressed;
 }
 
 bool VirtioDeviceRing::HasRequests() {
-  return LoadAcquire(AvailIdx()) != last_avail_;
+  return LoadAcquire(q_.AvailIdx()) != last_avail_;
 }
 
 bool VirtioDeviceRing::FinalCheckForRequests() {
   if (HasRequests()) return true;
   if (notify_ == NotifyMode::kEventIdx) {
-    StoreRelease(AvailEvent(), last_avail_);
+    StoreRelease(q_.AvailEvent(), last_avail_);
   } else {
-    StoreRelease(UsedFlags(), uint16_t{0});
+    StoreRelease(q_.UsedFlags(), uint16_t{0});
   }
   FullBarrier();
   return HasRequests();

@@ -21,6 +21,7 @@
 #include "transport/device_ring.h"
 #include "transport/grant_mapper.h"
 #include "transport/virtio/format.h"
+#include "transport/virtio/queue_view.h"
 
 namespace pvdisk::transport {
 
@@ -39,14 +40,6 @@ class VirtioDeviceRing final : public DeviceRing {
 
  private:
   static constexpr uint64_t kNoStatus = UINT64_MAX;
-  uint16_t& AvailFlags();
-  uint16_t& AvailIdx();
-  uint16_t& AvailRing(uint32_t i);
-  uint16_t& UsedEvent();
-  uint16_t& UsedFlags();
-  uint16_t& UsedIdx();
-  virtio::UsedElem& UsedRing(uint32_t i);
-  uint16_t& AvailEvent();
 
   // Copies the chain starting at `head` into chain_. False if malformed.
   bool CopyChain(uint16_t head);
@@ -63,12 +56,11 @@ class VirtioDeviceRing final : public DeviceRing {
   bool CopyFromData(uint64_t addr, void* to, size_t len);
   bool CopyToData(uint64_t addr, const void* from, size_t len);
 
-  uint8_t* ring_;
+  virtio::QueueView q_;
   uint32_t size_;
   GrantMapper* grants_;
   DeviceLimits limits_;
   NotifyMode notify_;
-  virtio::RingLayout layout_;
   uint64_t data_bytes_;
 
   uint16_t last_avail_ = 0;             // next available entry to take

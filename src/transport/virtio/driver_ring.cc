@@ -37,18 +37,16 @@ int ResultOf(uint8_t status) {
 
 VirtioDriverRing::VirtioDriverRing(uint8_t* ring_memory, uint32_t size,
                                    uint8_t* data_memory, NotifyMode notify)
-    : ring_(ring_memory),
+    : q_(ring_memory, size),
       size_(size),
       data_(data_memory),
       notify_(notify),
-      layout_(virtio::LayoutFor(size)),
-      desc_(
-          reinterpret_cast<Desc*>(ring_memory + virtio::LayoutFor(size).desc)),
+      desc_(q_.DescTable()),
       num_free_(size),
       id_of_head_(size, kNoId),
       chain_length_(size, 0),
       status_offset_(size, 0) {
-  std::memset(ring_, 0, layout_.bytes);
+  std::memset(ring_memory, 0, q_.layout().bytes);
   // All descriptors on the free list. The links are kept privately in
   // next_, so that nothing the device writes can corrupt the free list.
   next_.resize(size);
@@ -57,29 +55,6 @@ VirtioDriverRing::VirtioDriverRing(uint8_t* ring_memory, uint32_t size,
   }
   chain_.reserve(64);
   FullBarrier();
-}
-
-uint16_t& VirtioDriverRing::AvailFlags() {
-  return *reinterpret_cast<uint16_t*>(ring_ + layout_.avail);
-}
-uint16_t& VirtioDriverRing::AvailIdx() {
-  return *reinterpret_cast<uint16_t*>(ring_ + layout_.avail + 2);
-}
-uint16_t& VirtioDriverRing::AvailRing(uint32_t i) {
-  return *reinterpret_cast<uint16_t*>(ring_ + layout_.avail + 4 + 2 * i);
-}
-uint16_t& VirtioDriverRing::UsedEvent() { return AvailRing(size_); }
-uint16_t& VirtioDriverRing::UsedFlags() {
-  return *reinterpret_cast<uint16_t*>(ring_ + layout_.used);
-}
-uint16_t& VirtioDriverRing::UsedIdx() {
-  return *reinterpret_cast<uint16_t*>(ring_ + layout_.used + 2);
-}
-virtio::UsedElem& VirtioDriverRing::UsedRing(uint32_t i) {
-  return *reinterpret_cast<virtio::UsedElem*>(ring_ + layout_.used + 4 + 8 * i);
-}
-uint16_t& VirtioDriverRing::AvailEvent() {
-  return *reinterpret_cast<uint16_t*>(ring_ + layout_.used + 4 + 8 * size_);
 }
 
 uint32_t VirtioDriverRing::DescriptorsFor(BlockOp op,
@@ -185,7 +160,7 @@ void VirtioDriverRing::Write(const RingRequest& request) {
   }
   id_of_head_[head] = static_cast<uint32_t>(request.id);
   status_offset_[head] = table + virtio::kStatusOffset;
-  AvailRing(avail_shadow_ & (size_ - 1)) = head;
+  q_.AvailRing(avail_shadow_ & (size_ - 1)) = head;
   ++avail_shadow_;
 }
 
@@ -193,13 +168,13 @@ PushResult VirtioDriverRing::Publish() {
   uint16_t old_idx = avail_published_;
   uint16_t new_idx = avail_shadow_;
   if (old_idx == new_idx) return PushResult::kNothing;
-  StoreRelease(AvailIdx(), new_idx);  // ring entries before the index
-  FullBarrier();                      // index before reading suppression
+  StoreRelease(q_.AvailIdx(), new_idx);  // ring entries before the index
+  FullBarrier();                         // index before reading suppression
   avail_published_ = new_idx;
   bool notify =
       notify_ == NotifyMode::kEventIdx
-          ? virtio::NeedEvent(LoadRelaxed(AvailEvent()), new_idx, old_idx)
-          : !(LoadRelaxed(UsedFlags()) & virtio::kUsedNoNotify);
+          ? virtio::NeedEvent(LoadRelaxed(q_.AvailEvent()), new_idx, old_idx)
+          : !(LoadRelaxed(q_.UsedFlags()) & virtio::kUsedNoNotify);
   return notify ? PushResult::kNotify : PushResult::kSuppressed;
 }
 
@@ -207,14 +182,14 @@ int VirtioDriverRing::ConsumeResponses(
     absl::FunctionRef<void(uint64_t id, int result)> on_response) {
   if (notify_ == NotifyMode::kAlways) {
     // Busy consuming: interrupts would only wake us for what we see anyway.
-    StoreRelaxed(AvailFlags(), virtio::kAvailNoInterrupt);
+    StoreRelaxed(q_.AvailFlags(), virtio::kAvailNoInterrupt);
   }
-  uint16_t used_idx = LoadAcquire(UsedIdx());
+  uint16_t used_idx = LoadAcquire(q_.UsedIdx());
   if (static_cast<uint16_t>(used_idx - last_used_) > size_) return -EPROTO;
   int consumed = 0;
   while (last_used_ != used_idx) {
     virtio::UsedElem elem;
-    std::memcpy(&elem, &UsedRing(last_used_ & (size_ - 1)), sizeof(elem));
+    std::memcpy(&elem, &q_.UsedRing(last_used_ & (size_ - 1)), sizeof(elem));
     ++last_used_;
     ++consumed;
     // The device is a stranger too: ignore heads we did not hand out.
@@ -230,14 +205,14 @@ int VirtioDriverRing::ConsumeResponses(
 }
 
 bool VirtioDriverRing::FinalCheckForResponses() {
-  if (LoadAcquire(UsedIdx()) != last_used_) return true;
+  if (LoadAcquire(q_.UsedIdx()) != last_used_) return true;
   if (notify_ == NotifyMode::kEventIdx) {
-    StoreRelease(UsedEvent(), last_used_);
+    StoreRelease(q_.UsedEvent(), last_used_);
   } else {
-    StoreRelease(AvailFlags(), uint16_t{0});
+    StoreRelease(q_.AvailFlags(), uint16_t{0});
   }
   FullBarrier();
-  return LoadAcquire(UsedIdx()) != last_used_;
+  return LoadAcquire(q_.UsedIdx()) != last_used_;
 }
 
 }  // namespace pvdisk::transport

@@ -18,6 +18,7 @@
 
 #include "transport/driver_ring.h"
 #include "transport/virtio/format.h"
+#include "transport/virtio/queue_view.h"
 
 namespace pvdisk::transport {
 
@@ -42,25 +43,16 @@ class VirtioDriverRing final : public DriverRing {
 
  private:
   static constexpr uint32_t kNoId = UINT32_MAX;
-  uint16_t& AvailFlags();
-  uint16_t& AvailIdx();
-  uint16_t& AvailRing(uint32_t i);
-  uint16_t& UsedEvent();  // avail.ring[size]
-  uint16_t& UsedFlags();
-  uint16_t& UsedIdx();
-  virtio::UsedElem& UsedRing(uint32_t i);
-  uint16_t& AvailEvent();  // used.ring[size]
   // Descriptors a request takes: header, status, and its data segments or
   // (discard, write-zeroes) its one range segment; 1 if indirect.
   uint32_t DescriptorsFor(BlockOp op, uint32_t segment_count) const;
   uint16_t TakeDescriptor();
   void FreeChain(uint16_t head);
 
-  uint8_t* ring_;
+  virtio::QueueView q_;
   uint32_t size_;
   uint8_t* data_;
   NotifyMode notify_;
-  virtio::RingLayout layout_;
   virtio::Desc* desc_;
 
   std::vector<uint16_t> next_;  // private chain and free-list links
