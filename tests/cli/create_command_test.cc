@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "common/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace pvdisk::cli {
@@ -14,21 +15,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
+class TempDir : public pvdisk::testing::TempDir {
  public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "pvdisk_create.XXXXXX");
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-    EXPECT_FALSE(path_.empty()) << std::strerror(errno);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) fs::remove_all(path_, ignored);
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  TempDir() : pvdisk::testing::TempDir("pvdisk_create") {}
 };
 
 TEST(RunCreateTest, CreatesSparseImageOfTheGivenSize) {

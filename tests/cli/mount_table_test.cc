@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "common/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace pvdisk::cli {
@@ -17,24 +18,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory, removed with its contents at the end.
-class TempDir {
+// The shared scratch directory, plus its path with symlinks resolved, as
+// realpath gives it.
+class TempDir : public pvdisk::testing::TempDir {
  public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "pvdisk_cli.XXXXXX");
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-    EXPECT_FALSE(path_.empty()) << std::strerror(errno);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) fs::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-  // The path with symlinks resolved, as realpath gives it.
-  std::string canonical() const { return fs::canonical(path_).string(); }
-
- private:
-  std::string path_;
+  TempDir() : pvdisk::testing::TempDir("pvdisk_cli") {}
+  std::string canonical() const { return fs::canonical(path()).string(); }
 };
 
 std::string Cwd() {

@@ -12,34 +12,16 @@
 #include <memory>
 #include <string>
 
+#include "common/temp_dir.h"
 #include "gtest/gtest.h"
 
 namespace pvdisk::io::testing {
 
-// A fresh directory from mkdtemp under $TMPDIR (or /tmp), removed with its
-// contents when the object goes away.
-class TempDir {
+// The shared scratch directory (tests/common/temp_dir.h), with this suite's
+// prefix.
+class TempDir : public pvdisk::testing::TempDir {
  public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern =
-        std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-        "/pvdisk_io_test.XXXXXX";
-    if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-    EXPECT_FALSE(path_.empty()) << "mkdtemp: " << std::strerror(errno);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  TempDir() : pvdisk::testing::TempDir("pvdisk_io_test") {}
 };
 
 // Writes `size` bytes of `fill` to a new file at `path`.
