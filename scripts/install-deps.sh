@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   fio
+  python3          # examples/pvlab.py and the JSON checks in the tests
 )
 
 missing=()
