@@ -1,120 +1,99 @@
-// Microbenchmarks of the blkif ring on its own (no threads, no I/O): how many
-// request/response round trips per second one core can push through the
-// encode -> publish+notify decision -> take+validate -> respond -> publish ->
-// consume cycle, with batches of 1 and 32 requests.
+// Ring round trips per second, for each protocol in the registry and each
+// notification mode, on one core with no threads and no I/O: one benchmark
+// iteration is one batch going all the way round,
+//
+//   driver: write `batch` 1-page reads, publish + kick decision
+//   device: take + validate each, put its response, publish + interrupt
+//           decision
+//   driver: consume the responses
+//
+// and, with peers_sleep:1, each side's final check before it would sleep
+// (re-arming notifications), as when both ends are idle between batches.
+// With peers_sleep:0 neither end re-arms, as when both stay busy (polling).
+//
+// Reported: items_per_second (requests), kicks_per_req and irqs_per_req (how
+// often a publish decided the peer must be notified; no eventfd is written).
 #include <benchmark/benchmark.h>
 
-#include <memory>
+#include <cstdint>
+#include <string>
+#include <string_view>
 
-#include "transport/blkif/device_ring.h"
-#include "transport/blkif/driver_ring.h"
-#include "transport/blkif/format.h"
-#include "transport/shared_region.h"
+#include "ring_fixture.h"
+#include "transport/protocol.h"
 
-namespace pvdisk::transport {
+namespace pvdisk::transport::bench {
 namespace {
 
-constexpr uint32_t kSlots = 256;
-constexpr uint32_t kDataPages = kSlots * blkif::kMaxDirectSegments;
-
-struct Rings {
-  std::unique_ptr<SharedRegion> region;
-  std::unique_ptr<RegionMapping> front;
-  std::unique_ptr<RegionMapping> back;
-  std::unique_ptr<GrantMapper> grants;
-  std::unique_ptr<BlkifDriverRing> driver;
-  std::unique_ptr<BlkifDeviceRing> device;
-};
-
-Rings MakeRings() {
-  Rings r;
-  size_t ring_bytes = blkif::RingBytes(kSlots);
-  r.region =
-      *SharedRegion::Create("bench", ring_bytes + size_t{kDataPages} * 4096);
-  r.front = *r.region->Map();
-  r.back = *r.region->Map();
-  size_t data_offset = blkif::RingBytes(kSlots);
-  r.driver = std::make_unique<BlkifDriverRing>(r.front->base(), kSlots,
-                                               r.front->base() + data_offset,
-                                               NotifyMode::kEventIdx);
-  r.grants = NewPersistentGrants(r.back->base() + data_offset);
-  BlkifDeviceLimits limits;
-  limits.disk_sectors = uint64_t{1} << 30;
-  limits.data_pages = kDataPages;
-  r.device = std::make_unique<BlkifDeviceRing>(
-      r.back->base(), kSlots, r.grants.get(), limits, NotifyMode::kEventIdx);
-  return r;
-}
-
-// range(0): requests per batch. Each batch is published once, taken,
-// answered, published once and consumed; the final checks run as they would
-// before sleeping.
-void BM_BlkifRoundTrip(benchmark::State& state) {
-  Rings rings = MakeRings();
+void RoundTrip(benchmark::State& state, const Protocol* protocol,
+               NotifyMode notify) {
   const int batch = static_cast<int>(state.range(0));
-  DataSegment segment{0, 0, 7};  // one 4 KiB page
+  const bool peers_sleep = state.range(1) != 0;
+  auto rings = RingPair::Create(*protocol, notify);
+  if (!rings.ok()) {
+    state.SkipWithError(rings.status().ToString().c_str());
+    return;
+  }
+  DriverRing& driver = (*rings)->driver();
+  DeviceRing& device = (*rings)->device();
   DeviceRequest taken;
   uint64_t kicks = 0;
   uint64_t irqs = 0;
+  uint64_t answered = 0;
   for (auto _ : state) {
     for (int i = 0; i < batch; ++i) {
-      RingRequest request;
-      request.op = BlockOp::kRead;
-      request.id = static_cast<uint64_t>(i);
-      request.sector = static_cast<uint64_t>(i) * 8;
-      request.num_sectors = 8;
-      segment.page = static_cast<uint32_t>(i);
-      request.segments = &segment;
-      request.segment_count = 1;
-      rings.driver->Write(request);
+      (*rings)->WriteRequest(BlockOp::kRead, static_cast<uint64_t>(i), 1);
     }
-    kicks += rings.driver->Publish() == PushResult::kNotify;
-    while (rings.device->TakeRequest(&taken) == TakeResult::kValid) {
-      rings.device->PutResponse(taken, 0);
+    kicks += driver.Publish() == PushResult::kNotify;
+    TakeResult result;
+    while ((result = device.TakeRequest(&taken)) == TakeResult::kValid) {
+      device.PutResponse(taken, 0);
     }
-    benchmark::DoNotOptimize(rings.device->FinalCheckForRequests());
-    irqs += rings.device->PublishResponses() == PushResult::kNotify;
-    rings.driver->ConsumeResponses(
-        [](uint64_t id, int result) { benchmark::DoNotOptimize(id + result); });
-    benchmark::DoNotOptimize(rings.driver->FinalCheckForResponses());
+    if (result != TakeResult::kNone) {
+      state.SkipWithError("the device refused a request");
+      break;
+    }
+    if (peers_sleep) benchmark::DoNotOptimize(device.FinalCheckForRequests());
+    irqs += device.PublishResponses() == PushResult::kNotify;
+    answered += static_cast<uint64_t>(
+        driver.ConsumeResponses([](uint64_t id, int status) {
+          benchmark::DoNotOptimize(id + status);
+        }));
+    if (peers_sleep) benchmark::DoNotOptimize(driver.FinalCheckForResponses());
   }
-  state.SetItemsProcessed(state.iterations() * batch);
-  state.counters["kicks_per_req"] =
-      benchmark::Counter(static_cast<double>(kicks) /
-                         static_cast<double>(state.iterations() * batch));
-  state.counters["irqs_per_req"] =
-      benchmark::Counter(static_cast<double>(irqs) /
-                         static_cast<double>(state.iterations() * batch));
+  const uint64_t requests = state.iterations() * static_cast<uint64_t>(batch);
+  if (!state.error_occurred() && answered != requests) {
+    state.SkipWithError("responses lost");
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(requests));
+  state.counters["kicks_per_req"] = static_cast<double>(kicks) / requests;
+  state.counters["irqs_per_req"] = static_cast<double>(irqs) / requests;
 }
-BENCHMARK(BM_BlkifRoundTrip)->Arg(1)->Arg(32);
 
-// The cost of taking and validating one 11-segment request.
-void BM_BlkifTakeAndValidate(benchmark::State& state) {
-  Rings rings = MakeRings();
-  DataSegment segments[blkif::kMaxDirectSegments];
-  for (uint32_t i = 0; i < blkif::kMaxDirectSegments; ++i) {
-    segments[i] = DataSegment{i, 0, 7};
+// RoundTrip/<protocol>/<notify>/batch:{1,32}/peers_sleep:{1,0} for every
+// registered protocol.
+void RegisterRoundTrips() {
+  for (std::string_view name : ProtocolNames()) {
+    const Protocol* protocol = *FindProtocol(name);
+    for (const NamedNotifyMode& notify : kNotifyModes) {
+      std::string title = "RoundTrip/";
+      title.append(name).append("/").append(notify.name);
+      benchmark::RegisterBenchmark(title.c_str(), RoundTrip, protocol,
+                                   notify.mode)
+          ->ArgNames({"batch", "peers_sleep"})
+          ->ArgsProduct({{1, 32}, {1, 0}});
+    }
   }
-  DeviceRequest taken;
-  for (auto _ : state) {
-    RingRequest request;
-    request.op = BlockOp::kWrite;
-    request.sector = 4096;
-    request.num_sectors = 88;
-    request.segments = segments;
-    request.segment_count = blkif::kMaxDirectSegments;
-    rings.driver->Write(request);
-    rings.driver->Publish();
-    benchmark::DoNotOptimize(rings.device->TakeRequest(&taken));
-    rings.device->PutResponse(taken, 0);
-    rings.device->PublishResponses();
-    rings.driver->ConsumeResponses([](uint64_t, int) {});
-  }
-  state.SetItemsProcessed(state.iterations());
 }
-BENCHMARK(BM_BlkifTakeAndValidate);
 
 }  // namespace
-}  // namespace pvdisk::transport
+}  // namespace pvdisk::transport::bench
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  pvdisk::transport::bench::RegisterRoundTrips();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
