@@ -2,10 +2,19 @@
 #   make run   installs what is missing, builds, mounts a 1 GiB image, drives
 #              it with fio, shows the stats, unmounts
 #   make test  installs what is missing, builds, runs the whole suite (ctest)
+#   make bench installs what is missing, builds, runs the microbenchmarks,
+#              bench/compare and bench/experiments; results go to results/
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
+RESULTS ?= results
+STAMP := $(shell date +%Y%m%d-%H%M%S)
+# Seconds per microbenchmark (libbenchmark's --benchmark_min_time).
+MICRO_MIN_TIME ?= 0.1
+# Options for bench/compare and bench/experiments, e.g. ARGS="--runtime 1".
+ARGS ?=
 
 .PHONY: all deps build run test format clean
+.PHONY: bench bench-micro bench-compare bench-experiments
 
 all: build
 
@@ -27,3 +36,38 @@ format:
 
 clean:
 	@rm -rf $(BUILD_DIR)
+
+# Every executable in BUILD_DIR/bench/, each writing its JSON to results/.
+define run_micro
+	@mkdir -p $(RESULTS)
+	@for b in $(BUILD_DIR)/bench/*; do \
+	  if [ -f "$$b" ] && [ -x "$$b" ]; then \
+	    echo "== $$b"; \
+	    "$$b" --benchmark_min_time=$(MICRO_MIN_TIME) \
+	      --benchmark_out=$(RESULTS)/micro-$$(basename "$$b")-$(STAMP).json \
+	      --benchmark_out_format=json || exit 1; \
+	  fi; \
+	done
+endef
+define run_compare
+	@echo "== bench/compare $(ARGS)"
+	@bench/compare --build $(BUILD_DIR) --out $(RESULTS) $(ARGS)
+endef
+define run_experiments
+	@echo "== bench/experiments $(ARGS)"
+	@bench/experiments --build $(BUILD_DIR) --out $(RESULTS)/experiments-$(STAMP) $(ARGS)
+endef
+
+bench: build
+	$(run_micro)
+	$(run_compare)
+	$(run_experiments)
+
+bench-micro: build
+	$(run_micro)
+
+bench-compare: build
+	$(run_compare)
+
+bench-experiments: build
+	$(run_experiments)

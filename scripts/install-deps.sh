@@ -12,7 +12,9 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   fio
-  python3          # examples/pvlab.py and the JSON checks in the tests
+  python3          # examples/pvlab.py, bench/compare, bench/experiments, tests/bench
+  qemu-system-common  # qemu-storage-daemon: the FUSE export bench/compare measures against
+  gnuplot-nox      # the PNG plots of bench/experiments
 )
 
 missing=()

@@ -1,0 +1,86 @@
+"""fio: the standard matrix of design/BENCHMARKING.md, the command line of
+one job, and the numbers read from fio's JSON output."""
+import json
+import shlex
+import subprocess
+
+from . import BenchError
+
+# Options every measured job gets (BENCHMARKING.md: the standard matrix).
+COMMON = ["--ioengine=io_uring", "--direct=1", "--time_based",
+          "--group_reporting"]
+
+# The standard matrix: job name -> fio options without dashes.
+MATRIX = {
+    "rr4k_qd1": "rw=randread bs=4k iodepth=1",
+    "rr4k_qd32": "rw=randread bs=4k iodepth=32",
+    "rr4k_2x32": "rw=randread bs=4k iodepth=32 numjobs=2",
+    "rw4k_qd32": "rw=randwrite bs=4k iodepth=32",
+    "sr128k_qd8": "rw=read bs=128k iodepth=8",
+    "sw1m_qd4": "rw=write bs=1m iodepth=4",
+}
+
+
+class FioError(BenchError):
+    """fio failed or printed something that is not its JSON report."""
+
+
+def options(text):
+    """'rw=read bs=4k' -> ['--rw=read', '--bs=4k'] (fio options without dashes)."""
+    return ["--" + word for word in shlex.split(text or "")]
+
+
+def command(name, filename, job="", runtime=5, jobfile=None, extra=""):
+    """The fio command line of one measured job on `filename`: a job file or
+    --name, then the common options, the runtime, the job's options and the
+    extra options (later options win)."""
+    args = ["fio", jobfile] if jobfile else ["fio", "--name=" + name]
+    args += ["--filename=" + filename] + COMMON + ["--runtime=%s" % runtime]
+    return args + options(job) + options(extra)
+
+
+def shown(cmd, filename, placeholder):
+    """The command as a shell line, with the target's path replaced by a
+    placeholder (so that a report names the command, not a temp path)."""
+    return shlex.join(a.replace(filename, placeholder) for a in cmd)
+
+
+def parse(text):
+    """fio's JSON report -> {iops, mib_s, mean_us, p99_us} of the first
+    (group-reported) job, reads and writes together; latencies are fio's
+    completion latency (clat) of the direction that moved data."""
+    try:
+        out = json.loads(text[text.index("{"):])["jobs"][0]
+    except (ValueError, KeyError, IndexError) as e:
+        raise FioError("fio printed no JSON report (%s)" % e) from None
+    read, write = out["read"], out["write"]
+    lat = [d["clat_ns"] for d in (read, write) if d["io_bytes"] > 0]
+    return {
+        "iops": read["iops"] + write["iops"],
+        "mib_s": (read["bw_bytes"] + write["bw_bytes"]) / 2**20,
+        "mean_us": lat[0]["mean"] / 1000 if lat else 0.0,
+        "p99_us": (lat[0].get("percentile", {}).get("99.000000", 0) / 1000
+                   if lat else 0.0),
+    }
+
+
+def run(cmd):
+    """Runs one fio command and returns parse() of its report."""
+    p = subprocess.run(cmd + ["--output-format=json"], text=True,
+                       capture_output=True)
+    if p.returncode != 0:
+        lines = (p.stderr or p.stdout).strip().splitlines() or ["no output"]
+        raise FioError("fio failed (status %d): %s" % (p.returncode, lines[-1]))
+    return parse(p.stdout)
+
+
+def fill(image, size):
+    """Writes random data over the whole image (so that reads hit allocated
+    blocks, not holes)."""
+    cmd = ["fio", "--name=fill", "--filename=" + image, "--rw=write",
+           "--bs=1m", "--direct=1", "--ioengine=io_uring", "--refill_buffers",
+           "--size=%d" % size, "--output-format=terse"]
+    p = subprocess.run(cmd, text=True, capture_output=True)
+    if p.returncode != 0:
+        raise FioError("filling the image failed: %s"
+                       % (p.stderr.strip().splitlines() or ["?"])[-1])

@@ -1,0 +1,292 @@
+"""The things fio runs on, and the runner that drives one job on several of
+them side by side.
+
+A Lab is a scratch directory (in $TMPDIR) holding one raw image; from it come
+the targets: Native (the image file itself), PvdiskMount (a `pvdisk mount` of
+the image) and QsdExport (a qemu-storage-daemon FUSE export of the image).
+Leaving the Lab's with-block -- normally, on an error or on Ctrl-C --
+unmounts and stops every target and removes the directory.
+"""
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import BenchError
+from . import fio
+from . import report
+
+
+def mounts():
+    """The mountpoints in /proc/mounts, octal escapes decoded."""
+    with open("/proc/mounts") as f:
+        fields = [line.split() for line in f]
+    return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), x[1])
+            for x in fields if len(x) > 1]
+
+
+def mounted_under(path):
+    """Mountpoints at or below `path`."""
+    path = os.path.realpath(path)
+    return [m for m in mounts() if m == path or m.startswith(path + "/")]
+
+
+def wait_until(predicate, seconds):
+    """Polls `predicate` every 50 ms for up to `seconds`; returns its last
+    value."""
+    deadline = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return predicate()
+
+
+def force_unmount(path):
+    """Last resort for a mount its daemon did not take down: lazy unmount."""
+    if mounted_under(path):
+        subprocess.run(["fusermount3", "-u", "-z", path], capture_output=True)
+
+
+def last_line(text):
+    """The last line of a tool's message (its error), or 'no message'."""
+    lines = (text or "").strip().splitlines()
+    return lines[-1] if lines else "no message"
+
+
+class Target:
+    """What the runner needs of a target: `file` to run fio on, `kind`,
+    `flags` (pvdisk's, else None), reset() before a run, counters() after it
+    (None without counters), close() at the end."""
+    kind = "?"
+    flags = None
+
+    def reset(self):
+        pass
+
+    def counters(self):
+        return None
+
+    def close(self):
+        pass
+
+
+class Native(Target):
+    """fio on the image file itself: the ceiling. No counters."""
+    kind = "native"
+
+    def __init__(self, image):
+        self.file = image
+
+
+class PvdiskMount(Target):
+    """`pvdisk mount MNT --disk IMAGE FLAGS`; fio runs on MNT/<image name>.
+    A mount that pvdisk refuses raises BenchError with status 2 (its flags
+    were wrong) and leaves nothing mounted."""
+    kind = "pvdisk"
+
+    def __init__(self, pvdisk, image, mnt, flags):
+        self.pvdisk, self.mnt, self.flags = pvdisk, mnt, list(flags)
+        os.makedirs(mnt, exist_ok=True)
+        p = subprocess.run([pvdisk, "mount", mnt, "--disk", image] + self.flags,
+                           text=True, capture_output=True)
+        if p.returncode != 0:
+            raise BenchError("pvdisk mount %s refused: %s"
+                             % (shlex.join(self.flags) or "(no flags)",
+                                last_line(p.stderr)),
+                             2 if p.returncode == 2 else 1)
+        self.file = os.path.join(mnt, os.path.basename(image))
+        self.pid = self._daemon_pid(p.stdout)
+
+    def _daemon_pid(self, output):
+        """The daemon's pid from the mount's output ("daemon pid N"), else
+        from the mount's fsname in /proc/mounts (pvdisk-N)."""
+        m = re.search(r"daemon pid ([0-9]+)", output)
+        if m:
+            return int(m.group(1))
+        real = os.path.realpath(self.mnt)
+        with open("/proc/mounts") as f:
+            for line in f:
+                fields = line.split()
+                if fields[1] == real and fields[0].startswith("pvdisk-"):
+                    return int(fields[0][len("pvdisk-"):])
+        return None
+
+    def reset(self):
+        """Zeroes the counters (echo reset > MNT/stats)."""
+        with open(os.path.join(self.mnt, "stats"), "w") as f:
+            f.write("reset\n")
+
+    def stats(self):
+        """The first disk of MNT/stats.json: name, config, queues, total."""
+        with open(os.path.join(self.mnt, "stats.json")) as f:
+            return json.load(f)["disks"][0]
+
+    def counters(self):
+        return self.stats()["total"]
+
+    def memory_kib(self):
+        """The daemon's VmRSS and VmHWM (peak) in KiB, from /proc/PID/status."""
+        found = {}
+        try:
+            with open("/proc/%d/status" % self.pid) as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key in ("VmRSS", "VmHWM"):
+                        found[key] = int(value.split()[0])
+        except (OSError, TypeError):
+            pass
+        return found
+
+    def close(self):
+        """`pvdisk unmount`; if the mount is still there, a lazy unmount."""
+        subprocess.run([self.pvdisk, "unmount", self.mnt], capture_output=True,
+                       timeout=120)
+        force_unmount(self.mnt)
+
+
+class QsdExport(Target):
+    """qemu-storage-daemon exporting the image over FUSE onto a file, as
+    BENCHMARKING.md's peer. Paths are absolute: the daemon changes to / and
+    could not unmount a relative mountpoint when it stops."""
+    kind = "qsd"
+
+    def __init__(self, image, file):
+        self.file = os.path.abspath(file)
+        pidfile = self.file + ".pid"
+        open(self.file, "w").close()
+        cmd = ["qemu-storage-daemon", "--blockdev",
+               "driver=file,node-name=f,filename=%s,aio=io_uring,cache.direct=on"
+               % os.path.abspath(image),
+               "--export", "type=fuse,id=e,node-name=f,mountpoint=%s,writable=on"
+               % self.file, "--daemonize", "--pidfile", pidfile]
+        self.command = cmd
+        p = subprocess.run(cmd, text=True, capture_output=True)
+        if p.returncode != 0 or not wait_until(lambda: mounted_under(self.file), 5):
+            force_unmount(self.file)
+            raise BenchError("qemu-storage-daemon did not export the image: %s"
+                             % last_line(p.stderr))
+        with open(pidfile) as f:
+            self.pid = int(f.read().strip())
+
+    def close(self):
+        """SIGTERM, then waits for the export to go; SIGKILL and a lazy
+        unmount if it does not within 10 s."""
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        alive = lambda: os.path.exists("/proc/%d" % self.pid)
+        wait_until(lambda: not alive() and not mounted_under(self.file), 10)
+        if alive():
+            os.kill(self.pid, signal.SIGKILL)
+        force_unmount(self.file)
+
+
+class Lab:
+    """A scratch directory with one raw image of `size` bytes, and the
+    targets made from it. Use as a with-block: leaving it closes every
+    target (reverse order) and removes the directory."""
+
+    def __init__(self, build, size):
+        self.pvdisk = os.path.join(build, "pvdisk")
+        self.size = size
+        self.dir = tempfile.mkdtemp(prefix="pvbench.")
+        self.image = os.path.join(self.dir, "disk0.img")
+        self.targets = []
+        try:
+            p = subprocess.run([self.pvdisk, "create", self.image,
+                                "--size", str(size)],
+                               text=True, capture_output=True)
+            if p.returncode != 0:
+                raise BenchError("pvdisk create failed: " + last_line(p.stderr))
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def fill(self):
+        """Random data over the whole image (fio --refill_buffers)."""
+        fio.fill(self.image, self.size)
+
+    def native(self):
+        return Native(self.image)
+
+    def mount(self, flags):
+        """A new pvdisk mount of the image with these flags."""
+        mnt = os.path.join(self.dir, "mnt%d" % len(self.targets))
+        return self._keep(PvdiskMount(self.pvdisk, self.image, mnt, flags))
+
+    def qsd(self):
+        """A qemu-storage-daemon FUSE export of the image."""
+        file = os.path.join(self.dir, "qsd%d-%s" % (len(self.targets),
+                                                    os.path.basename(self.image)))
+        return self._keep(QsdExport(self.image, file))
+
+    def _keep(self, target):
+        self.targets.append(target)
+        return target
+
+    def release(self, target):
+        """Unmounts or stops one target now."""
+        self.targets.remove(target)
+        target.close()
+
+    def close(self):
+        """Closes every target, then removes the directory -- unless
+        something below it is still mounted (then it says so and keeps it).
+        Ctrl-C is ignored meanwhile, so that cleanup finishes."""
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            while self.targets:
+                target = self.targets.pop()
+                try:
+                    target.close()
+                except Exception as e:  # keep closing the others
+                    print("pvbench: closing %s: %s" % (target.kind, e),
+                          file=sys.stderr)
+            for m in mounted_under(self.dir):  # made but not yet kept
+                force_unmount(m)
+            left = mounted_under(self.dir)
+            if left:
+                print("pvbench: still mounted, kept %s: %s"
+                      % (self.dir, " ".join(left)), file=sys.stderr)
+            else:
+                shutil.rmtree(self.dir, ignore_errors=True)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def side_by_side(cases, job, rounds, runtime, name="job", jobfile=None,
+                 progress=None):
+    """Runs one fio job on every case, one after another, `rounds` times
+    (interleaved, so that the cases are compared side by side in time).
+
+    cases: list of (label, target, extra fio options). Before each run the
+    target's counters are reset; after it, its totals are read. Returns
+    {label: [run, ...]}, a run being fio's numbers plus, for pvdisk,
+    "counters" and the per-request figures of report.derive().
+    progress(label, round, run) is called after each run."""
+    runs = {label: [] for label, _, _ in cases}
+    for r in range(rounds):
+        for label, target, extra in cases:
+            target.reset()
+            result = fio.run(fio.command(name, target.file, job, runtime,
+                                         jobfile, extra))
+            counters = target.counters()
+            if counters is not None:
+                result["counters"] = counters
+                result.update(report.derive(counters))
+            runs[label].append(result)
+            if progress:
+                progress(label, r, result)
+    return runs

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""bench/compare end to end, briefly: 1 s per run, one round, a 64 MiB image,
+all four targets and all six jobs. Every row is printed and lands in valid
+JSON with every field; nothing stays mounted."""
+import glob
+import json
+import os
+import unittest
+
+import benchtest
+from pvbench import fio
+
+TARGETS = ["native", "pvdisk", "null", "qsd"]
+COLUMNS = ["job", "target", "iops", "mib_s", "mean_us", "p99_us", "vs_native",
+           "vs_qsd", "ring_reqs_per_fuse", "avg_req_kib", "kicks_per_req",
+           "irqs_per_req", "inflight_max"]
+PVDISK_ONLY = ["vs_qsd", "ring_reqs_per_fuse", "avg_req_kib", "kicks_per_req",
+               "irqs_per_req", "inflight_max"]
+
+
+class CompareTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.scratch = benchtest.Scratch()
+        cls.result = cls.scratch.run("compare", "--runtime", "1", "--rounds", "1",
+                                     "--image-size", "64M",
+                                     "--out", cls.scratch.out)
+        found = glob.glob(os.path.join(cls.scratch.out, "compare-*.json"))
+        cls.json_path = found[0] if len(found) == 1 else None
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scratch.close()
+
+    def test_finishes_and_cleans_up(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        self.scratch.check_clean(self)
+
+    def test_prints_every_row(self):
+        lines = self.result.stdout.splitlines()
+        self.assertIn("| " + " | ".join(COLUMNS) + " |", lines)
+        for job in fio.MATRIX:
+            for target in TARGETS:
+                row = [l for l in lines if l.startswith("| %s | %s | " % (job, target))]
+                self.assertEqual(len(row), 1, (job, target))
+                self.assertEqual(row[0].count("|"), len(COLUMNS) + 1)
+        self.assertRegex(self.result.stdout, r"VmRSS [0-9.]+ MiB")
+        self.assertRegex(self.result.stdout, r"\| rr4k_qd32 null IOPS \| [0-9]+ \| >= 250000 \| (met|not met) \|")
+
+    def test_json_has_every_field(self):
+        self.assertIsNotNone(self.json_path)
+        with open(self.json_path) as f:
+            data = json.load(f)
+        self.assertTrue(os.path.exists(self.json_path[:-5] + ".md"))
+        self.assertEqual(data["image_bytes"], 64 << 20)
+        self.assertEqual(list(data["targets"]), TARGETS)
+        self.assertEqual(data["targets"]["null"]["config"]["engine"], "null")
+        self.assertEqual(list(data["jobs"]), list(fio.MATRIX))
+        for job in data["jobs"].values():
+            self.assertIn("--filename=TARGET", job["command"])
+        self.assertEqual([(r["job"], r["target"]) for r in data["rows"]],
+                         [(j, t) for j in fio.MATRIX for t in TARGETS])
+        for row in data["rows"]:
+            pvdisk = row["target"] in ("pvdisk", "null")
+            for column in COLUMNS[2:]:
+                value = row[column]
+                if pvdisk or column not in PVDISK_ONLY:
+                    self.assertIsInstance(value, (int, float), (row["job"], row["target"], column))
+                else:
+                    self.assertIsNone(value, (row["job"], row["target"], column))
+            self.assertGreater(row["iops"], 0)
+            self.assertEqual(len(row["rounds"]), 1)
+            if pvdisk:
+                self.assertGreater(row["counters"]["fuse_reads"] + row["counters"]["fuse_writes"], 0)
+            else:
+                self.assertIsNone(row["counters"])
+        self.assertGreater(data["pvdisk_memory_kib"]["VmRSS"], 0)
+        self.assertEqual(len(data["goals"]), 2 * len(fio.MATRIX) + 2)
+        for goal in data["goals"]:
+            self.assertIn(goal["met"], (True, False), goal["what"])
+
+
+if __name__ == "__main__":
+    benchtest.need("fio", "qemu-storage-daemon")
+    benchtest.main()

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""bench/experiments, briefly: notifications and request-size at 1 s per run
+on a 64 MiB image. Every table has every column (markdown and JSON), the
+request-size PNG is a PNG, and nothing stays mounted."""
+import json
+import os
+import unittest
+
+import benchtest
+from pvbench import report
+
+HEAD = ["config", "iops", "mib_s", "mean_us", "p99_us", "ratio"]
+COLUMNS = {
+    "notifications": HEAD + ["kicks_per_req", "irqs_per_req", "kicks_suppressed",
+                             "irqs_suppressed", "final_check_again"],
+    "request-size": HEAD + ["avg_req_kib", "reqs_read", "sectors_read", "splits",
+                            "indirect_reqs"],
+}
+ROWS = {"notifications": [["event-idx", "always"]] * 2,
+        "request-size": [["max-segments %d" % s for s in (11, 16, 32, 64, 128, 256)]]}
+
+
+class ExperimentsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.scratch = benchtest.Scratch()
+        cls.result = cls.scratch.run("experiments", "--only",
+                                     "notifications,request-size",
+                                     "--runtime", "1", "--image-size", "64M",
+                                     "--out", cls.scratch.out)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scratch.close()
+
+    def load(self, name):
+        with open(os.path.join(self.scratch.out, name + ".json")) as f:
+            return json.load(f)
+
+    def test_finishes_and_cleans_up(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        self.scratch.check_clean(self)
+
+    def test_tables_have_every_column(self):
+        for name, columns in COLUMNS.items():
+            header = "| " + " | ".join(columns) + " |"
+            with open(os.path.join(self.scratch.out, name + ".md")) as f:
+                md = f.read()
+            self.assertEqual(md.count(header), len(ROWS[name]), name)
+            self.assertEqual(self.result.stdout.count(header), len(ROWS[name]), name)
+            self.assertIn("fio: `fio ", md)
+            data = self.load(name)
+            self.assertEqual([[r["config"] for r in t["rows"]] for t in data["tables"]],
+                             ROWS[name])
+            for table in data["tables"]:
+                self.assertEqual(table["columns"], columns)
+                for row in table["rows"]:
+                    for c in columns[1:]:
+                        self.assertIsInstance(row[c], (int, float), (name, row["config"], c))
+        self.assertTrue(os.path.exists(os.path.join(self.scratch.out, "experiments.md")))
+
+    def test_request_size_follows_max_segments(self):
+        rows = self.load("request-size")["tables"][0]["rows"]
+        self.assertLessEqual(rows[0]["avg_req_kib"], 44)  # 11 segments
+        self.assertEqual(rows[-1]["avg_req_kib"], 1024)   # 256: one per 1 MiB read
+        self.assertEqual(rows[-1]["splits"], 0)
+
+    def test_png(self):
+        png = os.path.join(self.scratch.out, "request-size.png")
+        self.assertTrue(report.is_png(png), png)
+        self.assertEqual(self.load("request-size")["png"], png)
+
+
+if __name__ == "__main__":
+    benchtest.need("fio", "gnuplot")
+    benchtest.main()

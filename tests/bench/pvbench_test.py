@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""bench/pvbench's pure parts, without running anything: option types,
+fio command lines and reports, per-request figures, medians and ratios,
+markdown."""
+import argparse
+import json
+import unittest
+
+import benchtest  # noqa: F401  (puts bench/ on sys.path)
+from pvbench import cli, fio, report
+
+
+class OptionsTest(unittest.TestCase):
+    def test_image_size(self):
+        self.assertEqual(cli.image_size("64M"), 64 << 20)
+        self.assertEqual(cli.image_size("1g"), 1 << 30)
+        for bad in ("", "15M", "1K", "64.5M", "1X", "-1G", "1048577"):
+            with self.assertRaises(argparse.ArgumentTypeError, msg=bad):
+                cli.image_size(bad)
+
+    def test_numbers(self):
+        self.assertEqual(cli.positive_number("1"), 1)
+        self.assertEqual(cli.positive_number("0.5"), 0.5)
+        self.assertEqual(cli.positive_int("3"), 3)
+        for bad in ("0", "-1", "x", "nan", "inf"):
+            with self.assertRaises(argparse.ArgumentTypeError, msg=bad):
+                cli.positive_number(bad)
+        with self.assertRaises(argparse.ArgumentTypeError):
+            cli.positive_int("1.5")
+
+    def test_one_of(self):
+        parse = cli.one_of(["a", "b", "c"])
+        self.assertEqual(parse("c,a,c"), ["c", "a"])
+        for bad in ("", ",", "a,d"):
+            with self.assertRaises(argparse.ArgumentTypeError, msg=bad):
+                parse(bad)
+
+
+class FioTest(unittest.TestCase):
+    def test_command(self):
+        cmd = fio.command("rr", "/x/disk0.img", "rw=randread bs=4k", 2,
+                          extra="numjobs=2")
+        self.assertEqual(cmd[:3], ["fio", "--name=rr", "--filename=/x/disk0.img"])
+        self.assertEqual(cmd[-4:], ["--runtime=2", "--rw=randread", "--bs=4k",
+                                    "--numjobs=2"])
+        self.assertIn("--filename=MNT", fio.shown(cmd, "/x/disk0.img", "MNT"))
+
+    def test_parse(self):
+        side = {"io_bytes": 0, "iops": 0, "bw_bytes": 0, "clat_ns": {"mean": 0}}
+        read = {"io_bytes": 4096, "iops": 1000.0, "bw_bytes": 2**20 * 4,
+                "clat_ns": {"mean": 31000.0, "percentile": {"99.000000": 90000}}}
+        text = "note: noise\n" + json.dumps({"jobs": [{"read": read, "write": side}]})
+        self.assertEqual(fio.parse(text), {"iops": 1000.0, "mib_s": 4.0,
+                                           "mean_us": 31.0, "p99_us": 90.0})
+        with self.assertRaises(fio.FioError):
+            fio.parse("fio: no JSON")
+
+
+class ReportTest(unittest.TestCase):
+    def test_derive(self):
+        d = report.derive({"fuse_reads": 200, "reqs_read": 100, "sectors_read": 1600,
+                           "kicks_sent": 25, "irqs_sent": 50})
+        self.assertEqual(d, {"ring_reqs_per_fuse": 0.5, "avg_req_kib": 8.0,
+                             "kicks_per_req": 0.25, "irqs_per_req": 0.5})
+        self.assertEqual(report.derive({})["avg_req_kib"], 0.0)
+
+    def test_summarize(self):
+        runs = {"a": [{"iops": 100.0, "counters": {"x": 1}}, {"iops": 300.0, "counters": {"x": 3}},
+                      {"iops": 200.0, "counters": {"x": 9}}],
+                "b": [{"iops": 50.0}, {"iops": 300.0}, {"iops": 100.0}]}
+        rows = report.summarize(runs, ratios={"ratio": "a", "vs_c": "c"}, counters=["x"])
+        self.assertEqual(rows[0]["iops"], 200.0)
+        self.assertEqual(rows[0]["x"], 3)
+        self.assertEqual(rows[1]["ratio"], 0.5)   # median of 0.5, 1.0, 0.5
+        self.assertIsNone(rows[1]["vs_c"])        # no such base
+        self.assertIsNone(rows[1]["x"])           # no counters
+        self.assertEqual(report.median_counters(runs["a"]), {"x": 3})
+        self.assertIsNone(report.median_counters(runs["b"]))
+
+    def test_markdown(self):
+        text = report.markdown([{"a": 1.234, "b": None, "c": 1234.5}], ["a", "b", "c"])
+        self.assertEqual(text.splitlines(), ["| a | b | c |", "| --- | --- | --- |",
+                                             "| 1.23 | - | 1234 |"])
+
+
+if __name__ == "__main__":
+    benchtest.main()
