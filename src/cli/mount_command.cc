@@ -76,6 +76,10 @@ const std::vector<FlagSpec>& MountFlags() {
        "once (on), or mapped and unmapped for every request (off)"},
       {"notify", true, false, "event-idx|always", "event-idx",
        "notify the peer only when it asked (event index), or on every push"},
+      {"irq", true, false, "inline|thread", "inline",
+       "where the frontend takes the backend's interrupts: on the backend "
+       "thread right after it publishes responses, or on a completion "
+       "thread per queue woken through an eventfd"},
       {"merge", true, false, "on|off", "on",
        "merge adjacent requests of the same direction in each queue's "
        "staging queue"},
@@ -265,6 +269,9 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
                           first_of("notify", "event-idx", "always"));
   transport.queue.notify = event_idx ? transport::NotifyMode::kEventIdx
                                      : transport::NotifyMode::kAlways;
+  PVDISK_ASSIGN_OR_RETURN(transport.queue.irq,
+                          transport::ParseInterruptMode(
+                              std::string_view(parsed.Get("irq", "inline"))));
   PVDISK_RETURN_IF_ERROR(transport::ValidateTransportOptions(transport));
   absl::StatusOr<io::EngineKind> engine =
       io::ParseEngineKind(parsed.Get("engine", "uring"));

@@ -103,6 +103,7 @@ stats::DiskReport Disk::Report() const {
                        ? "always"
                        : "when-room"},
       {"plug_us", absl::StrCat(t.queue.policy.plug_us)},
+      {"irq", std::string(transport::InterruptModeName(t.queue.irq))},
       {"poll_us", absl::StrCat(t.backend.poll_us)},
       {"engine", std::string(io::EngineKindName(options_.engine))},
       {"engine_depth", absl::StrCat(transport_->engine_depth())},

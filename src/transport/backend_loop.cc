@@ -216,7 +216,11 @@ void BackendLoop::PublishAll() {
     PushResult pushed = state.queue.ring->PublishResponses();
     if (pushed == PushResult::kNotify) {
       state.queue.stats->Add(Counter::irqs_sent);
-      state.queue.irq->Signal();
+      if (state.queue.inline_interrupts != nullptr) {
+        state.queue.inline_interrupts->HandleInterrupt();
+      } else {
+        state.queue.irq->Signal();
+      }
     } else if (pushed == PushResult::kSuppressed) {
       state.queue.stats->Add(Counter::irqs_suppressed);
     }

@@ -21,6 +21,7 @@
 #include "transport/device_ring.h"
 #include "transport/event_fd.h"
 #include "transport/grant_mapper.h"
+#include "transport/interrupt_handler.h"
 
 namespace pvdisk::transport {
 
@@ -30,6 +31,9 @@ struct BackendQueue {
   GrantMapper* grants = nullptr;
   EventFd* kick = nullptr;
   EventFd* irq = nullptr;
+  // When set (--irq inline), interrupts run this handler on the backend
+  // thread instead of signalling `irq`.
+  InterruptHandler* inline_interrupts = nullptr;
   stats::QueueStats* stats = nullptr;
   uint32_t ring_slots = 0;
   // The engine buffer that holds this queue's data pages (when persistent),

@@ -23,12 +23,14 @@
 // that a burst can merge (`plugs`).
 //
 // A ring request carries one or more children; its response completes each
-// of them (any failure fails them all with EIO). A completion thread (the
-// "interrupt handler") sleeps on the interrupt eventfd, consumes responses
-// and completes BlockIos.
+// of them (any failure fails them all with EIO). HandleInterrupt() consumes
+// responses and completes BlockIos: the backend calls it on its own thread
+// (--irq inline), or a completion thread that sleeps on the interrupt eventfd
+// does (--irq thread). The completion thread also flushes expired plugs.
 //
 // Threads: Submit() from any thread; it never waits for I/O. Completion
-// callbacks run on the completion thread, outside the queue's lock.
+// callbacks run on the thread that handles the interrupt, outside the
+// queue's lock, and must not call HandleInterrupt() themselves.
 #pragma once
 
 #include <condition_variable>
@@ -44,6 +46,7 @@
 #include "transport/block_io.h"
 #include "transport/driver_ring.h"
 #include "transport/event_fd.h"
+#include "transport/interrupt_handler.h"
 #include "transport/page_pool.h"
 
 namespace pvdisk::transport {
@@ -67,7 +70,7 @@ struct QueuePolicy {
   uint32_t plug_us = 0;  // 0: never hold requests back
 };
 
-class FrontendQueue {
+class FrontendQueue final : public InterruptHandler {
  public:
   // `data_memory` is the frontend's mapping of the data pages; `kick` wakes
   // the backend, `irq` is signalled by it. All pointers must outlive the
@@ -75,7 +78,7 @@ class FrontendQueue {
   FrontendQueue(std::unique_ptr<DriverRing> ring, uint8_t* data_memory,
                 const FrontendLayout& layout, const QueuePolicy& policy,
                 EventFd* kick, EventFd* irq, stats::QueueStats* stats);
-  ~FrontendQueue();
+  ~FrontendQueue() override;
   FrontendQueue(const FrontendQueue&) = delete;
   FrontendQueue& operator=(const FrontendQueue&) = delete;
 
@@ -88,6 +91,10 @@ class FrontendQueue {
   // with -EINVAL; Queue sizes the pool for kMaxBlockIoSectors.
   // REQUIRES: io->num_sectors > 0 for reads and writes; Start() was called.
   void Submit(BlockIo* io);
+
+  // Consumes responses and completes the BlockIos they finish; runs on the
+  // completion thread, or on the backend thread with --irq inline.
+  void HandleInterrupt() override;
 
   // Blocks until every submitted BlockIo has completed.
   void Drain();

@@ -108,6 +108,9 @@ BackendQueue Queue::ForBackend(int buffer_index) {
   backend.grants = grants_.get();
   backend.kick = kick_.get();
   backend.irq = irq_.get();
+  if (options_.irq == InterruptMode::kInline) {
+    backend.inline_interrupts = frontend_.get();
+  }
   backend.stats = &stats_;
   backend.ring_slots = options_.ring_size;
   backend.buffer_index = buffer_index;

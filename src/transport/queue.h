@@ -16,6 +16,7 @@
 #include "transport/event_fd.h"
 #include "transport/frontend_queue.h"
 #include "transport/grant_mapper.h"
+#include "transport/interrupt_handler.h"
 #include "transport/protocol.h"
 #include "transport/ring_request.h"
 #include "transport/shared_region.h"
@@ -42,6 +43,8 @@ struct QueueOptions {
   uint32_t max_segments = kDefaultSegments;
   bool persistent = true;  // persistent grants (see grant_mapper.h)
   NotifyMode notify = NotifyMode::kEventIdx;
+  // Where the frontend's interrupt handler runs (see interrupt_handler.h).
+  InterruptMode irq = InterruptMode::kInline;
   uint64_t disk_sectors = 0;
   bool read_only = false;
   std::string serial;  // for protocols that can ask for it (virtio GET_ID)

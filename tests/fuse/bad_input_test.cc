@@ -115,6 +115,7 @@ const std::vector<BadCase>& BadCases() {
       {"UnknownFrontend", MountWith({"--frontend", "foo"}), "--frontend"},
       {"PersistentMaybe", MountWith({"--persistent", "maybe"}), "--persistent"},
       {"NotifySometimes", MountWith({"--notify", "sometimes"}), "--notify"},
+      {"IrqSometimes", MountWith({"--irq", "sometimes"}), "--irq"},
       {"UnknownQueueMap", MountWith({"--queue-map", "bogus"}), "--queue-map"},
       {"PollUsNegative", MountWith({"--poll-us", "-1"}), "--poll-us"},
       {"EngineMaxInflightZero", MountWith({"--engine-max-inflight", "0"}),

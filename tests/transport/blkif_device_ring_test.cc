@@ -1,8 +1,6 @@
 // BlkifDeviceRing's validation: malformed requests are written straight into
 // the shared ring, as a hostile or buggy frontend would, and must be refused
 // with an error response that echoes the id and operation.
-#include "transport/blkif/device_ring.h"
-
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -14,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "ring_memory.h"
+#include "transport/blkif/device_ring.h"
 #include "transport/blkif/driver_ring.h"
 #include "transport/blkif/format.h"
 #include "transport/grant_mapper.h"

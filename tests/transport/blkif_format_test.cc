@@ -1,8 +1,7 @@
-#include "transport/blkif/format.h"
-
 #include <cstddef>
 
 #include "gtest/gtest.h"
+#include "transport/blkif/format.h"
 
 namespace pvdisk::transport::blkif {
 namespace {

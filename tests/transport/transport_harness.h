@@ -130,6 +130,7 @@ struct TransportConfig {
   uint32_t max_segments = 11;
   bool persistent = true;
   NotifyMode notify = NotifyMode::kEventIdx;
+  InterruptMode irq = InterruptMode::kInline;
   bool read_only = false;
   BackendOptions backend;
   std::optional<io::FaultRange> fault;
@@ -179,6 +180,7 @@ class TransportFixture : public ::testing::Test {
     options.queue.max_segments = config.max_segments;
     options.queue.persistent = config.persistent;
     options.queue.notify = config.notify;
+    options.queue.irq = config.irq;
     options.queue.disk_sectors = image_->size_sectors();
     options.queue.read_only = config.read_only;
     options.queues = config.queues;

@@ -644,6 +644,7 @@ std::string ConfigName(const ::testing::TestParamInfo<TransportConfig>& info) {
   name += "_seg" + std::to_string(c.max_segments);
   name += c.persistent ? "_persistent" : "_perrequest";
   name += c.notify == NotifyMode::kAlways ? "_always" : "_eventidx";
+  if (c.irq == InterruptMode::kThread) name += "_irqthread";
   if (c.queues > 1) {
     name += "_";
     for (char ch : QueueMapName(c.queue_map)) {
@@ -666,6 +667,12 @@ TransportConfig Config(io::EngineKind engine, uint32_t queues,
   config.persistent = persistent;
   config.notify = notify;
   config.queue_map = map;
+  return config;
+}
+
+// The same with interrupts taken by a completion thread (--irq thread).
+TransportConfig WithIrqThread(TransportConfig config) {
+  config.irq = InterruptMode::kThread;
   return config;
 }
 
@@ -876,6 +883,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Config(EngineKind::kSync, 1, 1, 11, true, NotifyMode::kEventIdx),
         Config(EngineKind::kSync, 4, 1, 32, false, NotifyMode::kAlways),
+        WithIrqThread(Config(EngineKind::kSync, 4, 1, 32, true,
+                             NotifyMode::kEventIdx)),
+        WithIrqThread(Config(EngineKind::kUring, 4, 2, 256, true,
+                             NotifyMode::kEventIdx, QueueMap::kRoundRobin)),
         Config(EngineKind::kSync, 4, 2, 256, true, NotifyMode::kEventIdx,
                QueueMap::kThread),
         Config(EngineKind::kSync, 1, 1, 256, false, NotifyMode::kEventIdx),
@@ -895,7 +906,9 @@ INSTANTIATE_TEST_SUITE_P(
         VirtioConfig(EngineKind::kUring, 1, 1, 1024, 11, false,
                      NotifyMode::kEventIdx),
         VirtioConfig(EngineKind::kUring, 4, 1, 64, 11, true,
-                     NotifyMode::kEventIdx)),
+                     NotifyMode::kEventIdx),
+        WithIrqThread(VirtioConfig(EngineKind::kUring, 4, 1, 256, 256, true,
+                                   NotifyMode::kEventIdx))),
     ConfigName);
 
 }  // namespace

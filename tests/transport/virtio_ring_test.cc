@@ -831,10 +831,10 @@ TEST_F(VirtioRingTest, DiscardNeverTakesMoreDescriptorsThanHasRoomForChecked) {
     WritePages(BlockOp::kRead, id, id * 8, static_cast<uint32_t>(id), 1);
   }
   ASSERT_EQ(driver_->FreeSlots(), 2u);
-  EXPECT_FALSE(driver_->HasRoomFor(BlockOp::kRead, 1));  // 3 descriptors
-  EXPECT_FALSE(driver_->HasRoomFor(BlockOp::kRead, 2));  // 4 descriptors
-  EXPECT_TRUE(driver_->HasRoomFor(BlockOp::kRead, 3));   // indirect: 1
-  EXPECT_TRUE(driver_->HasRoomFor(BlockOp::kFlush, 0));  // 2 descriptors
+  EXPECT_FALSE(driver_->HasRoomFor(BlockOp::kRead, 1));     // 3 descriptors
+  EXPECT_FALSE(driver_->HasRoomFor(BlockOp::kRead, 2));     // 4 descriptors
+  EXPECT_TRUE(driver_->HasRoomFor(BlockOp::kRead, 3));      // indirect: 1
+  EXPECT_TRUE(driver_->HasRoomFor(BlockOp::kFlush, 0));     // 2 descriptors
   EXPECT_FALSE(driver_->HasRoomFor(BlockOp::kDiscard, 0));  // 3 descriptors
   if (driver_->HasRoomFor(BlockOp::kDiscard, 0)) {
     WriteSegments(BlockOp::kDiscard, 10, 5000, {}, 8);
