@@ -1,6 +1,7 @@
 """fio: the standard matrix of design/BENCHMARKING.md, the command line of
 one job, and the numbers read from fio's JSON output."""
 import json
+import os
 import shlex
 import subprocess
 
@@ -64,14 +65,41 @@ def parse(text):
     }
 
 
+def io_count(text):
+    """How many I/Os (reads and writes) fio's JSON report says it did."""
+    out = json.loads(text[text.index("{"):])["jobs"][0]
+    return out["read"]["total_ios"] + out["write"]["total_ios"]
+
+
+def cpu_ticks():
+    """(busy, total) clock ticks of all CPUs since boot, from /proc/stat
+    (busy = everything but idle and iowait)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return sum(ticks) - idle, sum(ticks)
+
+
 def run(cmd):
-    """Runs one fio command and returns parse() of its report."""
+    """Runs one fio command and returns parse() of its report, plus the
+    machine's CPU use meanwhile: cpu_busy_pct (of all CPUs) and
+    cpu_us_per_io (busy CPU time of the whole machine per I/O: fio, the
+    kernel and the FUSE server together; the cost that decides how far
+    two cores go)."""
+    busy0, total0 = cpu_ticks()
     p = subprocess.run(cmd + ["--output-format=json"], text=True,
                        capture_output=True)
+    busy1, total1 = cpu_ticks()
     if p.returncode != 0:
         lines = (p.stderr or p.stdout).strip().splitlines() or ["no output"]
         raise FioError("fio failed (status %d): %s" % (p.returncode, lines[-1]))
-    return parse(p.stdout)
+    result = parse(p.stdout)
+    busy, total = busy1 - busy0, total1 - total0
+    ios = io_count(p.stdout)
+    tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
+    result["cpu_busy_pct"] = 100.0 * busy / total if total else 0.0
+    result["cpu_us_per_io"] = busy * tick_us / ios if ios else 0.0
+    return result
 
 
 def fill(image, size):

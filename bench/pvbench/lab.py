@@ -149,6 +149,38 @@ class PvdiskMount(Target):
         force_unmount(self.mnt)
 
 
+class FuseFloor(Target):
+    """bench/fuse_floor: a trivial libfuse server (zeros for reads, writes
+    acknowledged, answered inline by the worker that read them) with
+    pvdisk's FUSE settings. What FUSE alone costs on this machine: the
+    ceiling for pvdisk --engine null. No counters."""
+    kind = "floor"
+
+    def __init__(self, program, mnt, size):
+        self.mnt = os.path.abspath(mnt)
+        os.makedirs(self.mnt, exist_ok=True)
+        self.file = os.path.join(self.mnt, "disk")
+        self.process = subprocess.Popen([program, self.mnt, str(size)],
+                                        stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True)
+        if not wait_until(lambda: mounted_under(self.mnt)
+                          or self.process.poll() is not None, 5) or \
+                self.process.poll() is not None:
+            self.close()
+            raise BenchError("fuse_floor did not mount: %s"
+                             % last_line(self.process.stderr.read()))
+
+    def close(self):
+        """fusermount3 -u ends the server's loop; then it exits."""
+        subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        force_unmount(self.mnt)
+
+
 class QsdExport(Target):
     """qemu-storage-daemon exporting the image over FUSE onto a file, as
     BENCHMARKING.md's peer. Paths are absolute: the daemon changes to / and
@@ -193,6 +225,7 @@ class Lab:
     target (reverse order) and removes the directory."""
 
     def __init__(self, build, size):
+        self.build = build
         self.pvdisk = os.path.join(build, "pvdisk")
         self.size = size
         self.dir = tempfile.mkdtemp(prefix="pvbench.")
@@ -225,6 +258,12 @@ class Lab:
         """A new pvdisk mount of the image with these flags."""
         mnt = os.path.join(self.dir, "mnt%d" % len(self.targets))
         return self._keep(PvdiskMount(self.pvdisk, self.image, mnt, flags))
+
+    def floor(self):
+        """A bench/fuse_floor mount as large as the image."""
+        program = os.path.join(self.build, "bench", "targets", "fuse_floor")
+        mnt = os.path.join(self.dir, "floor%d" % len(self.targets))
+        return self._keep(FuseFloor(program, mnt, self.size))
 
     def qsd(self):
         """A qemu-storage-daemon FUSE export of the image."""

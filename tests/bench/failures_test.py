@@ -69,7 +69,7 @@ class FailuresTest(unittest.TestCase):
 
     def test_interrupt_cleans_up(self):
         """SIGINT during the first fio run: exit 130, everything unmounted,
-        qemu-storage-daemon stopped, the temp dir removed."""
+        qemu-storage-daemon and fuse_floor stopped, the temp dir removed."""
         p = subprocess.Popen(self.scratch.command(
             "compare", "--runtime", "5", "--rounds", "1", "--image-size", "32M",
             "--jobs", "rr4k_qd1", "--out", self.scratch.out),
@@ -87,8 +87,9 @@ class FailuresTest(unittest.TestCase):
         self.scratch.check_clean(self)
 
     def targets_up(self):
-        """pvdisk, null and qsd are all mounted in the tool's temp dir."""
-        return len(benchtest.lab.mounted_under(self.scratch.tmp)) == 3
+        """pvdisk, null, qsd and floor are all mounted in the tool's temp
+        dir."""
+        return len(benchtest.lab.mounted_under(self.scratch.tmp)) == 4
 
 
 if __name__ == "__main__":
