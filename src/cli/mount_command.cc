@@ -90,7 +90,7 @@ const std::vector<FlagSpec>& MountFlags() {
       {"plug-us", true, false, "U", "0",
        "hold staged requests up to U microseconds even when the ring has "
        "room, so that a burst can merge"},
-      {"poll-us", true, false, "U", "0",
+      {"poll-us", true, false, "U", absl::StrCat(transport::kDefaultPollUs),
        "backend spins up to U microseconds for new work before sleeping"},
       {"engine-max-inflight", true, false, "K", "none",
        "cap the I/Os in flight at each backend's engine (e.g. 128, the old "
@@ -235,7 +235,9 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   PVDISK_ASSIGN_OR_RETURN(transport.queue_map,
                           transport::ParseQueueMap(std::string_view(
                               parsed.Get("queue-map", "offset"))));
-  PVDISK_ASSIGN_OR_RETURN(uint64_t poll_us, number("poll-us", 0, 0, 1000000));
+  PVDISK_ASSIGN_OR_RETURN(
+      uint64_t poll_us,
+      number("poll-us", transport::kDefaultPollUs, 0, 1000000));
   transport.backend.poll_us = static_cast<uint32_t>(poll_us);
   if (parsed.Has("engine-max-inflight")) {
     PVDISK_ASSIGN_OR_RETURN(uint64_t cap,

@@ -41,6 +41,11 @@ struct BackendQueue {
   int buffer_index = -1;
 };
 
+// pvdisk mount's --poll-us default: at iodepth 1 a 50 us poll catches the
+// next request before the backend sleeps (rr4k_qd1 0.51 -> 0.71 of native,
+// docs/PERFORMANCE.md); with I/O in flight the backend never polls.
+inline constexpr uint32_t kDefaultPollUs = 50;
+
 struct BackendOptions {
   // Most I/Os in flight at the engine at once; 0 = no cap beyond the rings.
   uint32_t engine_max_inflight = 0;
