@@ -191,6 +191,7 @@ bool BackendLoop::TakeRequests(uint32_t q) {
       Answer(q, index, queued);
     } else {
       stats->RaiseMax(Counter::engine_inflight_max, engine_->inflight());
+      RecordDepth();
     }
   }
   return false;
@@ -237,6 +238,22 @@ bool BackendLoop::FinalChecks() {
     }
   }
   return more;
+}
+
+bool BackendLoop::ShouldPoll() const {
+  // Polling pays when requests come one at a time: the engine is idle, the
+  // next request comes soon, and a kick's wake-up would be much of its
+  // latency. With I/O in flight the engine's completions wake us anyway; and
+  // at depth (even between bursts that leave the engine idle) the spinning
+  // only takes a core from the threads that feed us (docs/PERFORMANCE.md).
+  return options_.poll_us > 0 && engine_->inflight() == 0 &&
+         depth_ewma_ < kPollDepthLimit * kEwmaScale;
+}
+
+void BackendLoop::RecordDepth() {
+  // depth_ewma_ += (inflight - depth_ewma_) / 8, in 1/kEwmaScale units.
+  int64_t sample = int64_t{engine_->inflight()} * kEwmaScale;
+  depth_ewma_ += (sample - depth_ewma_) / 8;
 }
 
 bool BackendLoop::Poll(std::vector<io::IoCompletion>& completions) {
@@ -287,7 +304,7 @@ void BackendLoop::Run() {
     completions.clear();
     bool more = false;
     if (!capped && !AtCap()) {
-      more = (options_.poll_us > 0 && Poll(completions)) || FinalChecks();
+      more = (ShouldPoll() && Poll(completions)) || FinalChecks();
     }
     int got = engine_->Run(/*wait=*/!more && completions.empty(), completions);
     if (got < 0) {

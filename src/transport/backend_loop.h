@@ -49,7 +49,8 @@ inline constexpr uint32_t kDefaultPollUs = 50;
 struct BackendOptions {
   // Most I/Os in flight at the engine at once; 0 = no cap beyond the rings.
   uint32_t engine_max_inflight = 0;
-  // Spin this long for new work before sleeping; 0 = never.
+  // Spin this long for new work before sleeping while requests come one at
+  // a time (see BackendLoop::ShouldPoll); 0 = never.
   uint32_t poll_us = 0;
 };
 
@@ -94,6 +95,12 @@ class BackendLoop {
   bool AtCap() const;
   // Final checks on every ring that could take more; true if work arrived.
   bool FinalChecks();
+  // Whether to poll before sleeping: only while requests come one at a time
+  // (the engine idle, and the average depth at submission below
+  // kPollDepthLimit).
+  bool ShouldPoll() const;
+  // Folds the engine's depth after a submission into depth_ewma_.
+  void RecordDepth();
   // Spins up to poll_us for a request or a completion (appended to
   // `completions`); true if either was found.
   bool Poll(std::vector<io::IoCompletion>& completions);
@@ -102,6 +109,12 @@ class BackendLoop {
   std::vector<QueueState> queues_;
   std::unique_ptr<io::IoEngine> engine_;
   const BackendOptions options_;
+
+  static constexpr int64_t kEwmaScale = 16;
+  static constexpr int64_t kPollDepthLimit = 2;
+  // Moving average of the engine's depth right after each submission, in
+  // 1/kEwmaScale units.
+  int64_t depth_ewma_ = 0;
 
   std::atomic<bool> stop_{false};
   std::thread thread_;
