@@ -92,8 +92,7 @@ const std::vector<FlagSpec>& MountFlags() {
        "room, so that a burst can merge"},
       {"poll-us", true, false, "U", absl::StrCat(transport::kDefaultPollUs),
        "backend spins up to U microseconds for new work before sleeping, "
-       "while requests come one at a time (engine idle, average depth "
-       "below 2)"},
+       "while requests come one at a time (average depth below 2)"},
       {"engine-max-inflight", true, false, "K", "none",
        "cap the I/Os in flight at each backend's engine (e.g. 128, the old "
        "linux-aio limit)"},

@@ -241,13 +241,14 @@ bool BackendLoop::FinalChecks() {
 }
 
 bool BackendLoop::ShouldPoll() const {
-  // Polling pays when requests come one at a time: the engine is idle, the
-  // next request comes soon, and a kick's wake-up would be much of its
-  // latency. With I/O in flight the engine's completions wake us anyway; and
-  // at depth (even between bursts that leave the engine idle) the spinning
-  // only takes a core from the threads that feed us (docs/PERFORMANCE.md).
-  return options_.poll_us > 0 && engine_->inflight() == 0 &&
-         depth_ewma_ < kPollDepthLimit * kEwmaScale;
+  // Polling pays when requests come one at a time: a wake-up (for the
+  // completion of the lone I/O, then for the kick of the next request) is
+  // much of each request's latency, and the core we spin on would be idle.
+  // At depth the engine's completions keep us busy anyway, and spinning
+  // only takes a core from the threads that feed us (measured: polling
+  // before every sleep cost sr128k_qd8 a quarter of its throughput;
+  // docs/PERFORMANCE.md).
+  return options_.poll_us > 0 && depth_ewma_ < kPollDepthLimit * kEwmaScale;
 }
 
 void BackendLoop::RecordDepth() {

@@ -96,8 +96,7 @@ class BackendLoop {
   // Final checks on every ring that could take more; true if work arrived.
   bool FinalChecks();
   // Whether to poll before sleeping: only while requests come one at a time
-  // (the engine idle, and the average depth at submission below
-  // kPollDepthLimit).
+  // (the average depth at submission below kPollDepthLimit).
   bool ShouldPoll() const;
   // Folds the engine's depth after a submission into depth_ewma_.
   void RecordDepth();
