@@ -91,9 +91,5 @@ void RegisterRoundTrips() {
 
 int main(int argc, char** argv) {
   pvdisk::transport::bench::RegisterRoundTrips();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return pvdisk::transport::bench::RunBenchmarks(argc, argv);
 }

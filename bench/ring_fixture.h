@@ -6,6 +6,8 @@
 // measure the ring code alone.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -116,5 +118,15 @@ class RingPair {
   std::unique_ptr<DriverRing> driver_;
   std::unique_ptr<DeviceRing> device_;
 };
+
+// The body of each benchmark program's main(), after it registered its
+// benchmarks: parses libbenchmark's flags and runs what they select.
+inline int RunBenchmarks(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
 
 }  // namespace pvdisk::transport::bench

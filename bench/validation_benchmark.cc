@@ -93,9 +93,5 @@ void RegisterValidations() {
 
 int main(int argc, char** argv) {
   pvdisk::transport::bench::RegisterValidations();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return pvdisk::transport::bench::RunBenchmarks(argc, argv);
 }
