@@ -40,6 +40,7 @@ struct MountConfig {
   std::vector<fuse::DiskSpec> disks;  // paths absolute
   std::vector<std::string> names;     // file names in the mount
   fuse::DiskOptions options;
+  unsigned fuse_threads = fuse::kDefaultFuseThreads;
   bool foreground = false;
 };
 
@@ -96,6 +97,11 @@ const std::vector<FlagSpec>& MountFlags() {
       {"engine-max-inflight", true, false, "K", "none",
        "cap the I/Os in flight at each backend's engine (e.g. 128, the old "
        "linux-aio limit)"},
+      {"fuse-threads", true, false, "N",
+       absl::StrCat(fuse::kDefaultFuseThreads),
+       absl::StrCat("FUSE worker threads reading requests from /dev/fuse: 1 "
+                    "to ",
+                    fuse::kMaxFuseThreads)},
       {"foreground", false, false, "", "",
        "serve in this process until unmounted or interrupted"},
       {"help", false, false, "", "", "show this help"},
@@ -280,6 +286,10 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
       io::ParseEngineKind(parsed.Get("engine", "uring"));
   if (!engine.ok()) return engine.status();
   config->options.engine = *engine;
+  PVDISK_ASSIGN_OR_RETURN(uint64_t fuse_threads,
+                          number("fuse-threads", fuse::kDefaultFuseThreads, 1,
+                                 fuse::kMaxFuseThreads));
+  config->fuse_threads = static_cast<unsigned>(fuse_threads);
   config->foreground = parsed.Has("foreground");
   return absl::OkStatus();
 }
@@ -319,7 +329,7 @@ int Serve(const MountConfig& config, int ready_fd) {
     disks.push_back(std::move(*disk));
   }
   for (auto& disk : disks) disk->Start();
-  fuse::Filesystem filesystem(std::move(disks));
+  fuse::Filesystem filesystem(std::move(disks), config.fuse_threads);
   bool mounted = false;
   absl::Status served = filesystem.MountAndServe(config.mountpoint, [&] {
     mounted = true;

@@ -8,17 +8,9 @@
 #include "fuse/fuse_ops.h"
 
 namespace pvdisk::fuse {
-namespace {
-
-// FUSE worker threads. Handlers never wait for I/O, so a few readers of
-// /dev/fuse keep the queue drained on this 2-core machine; libfuse starts
-// them on demand up to this number.
-constexpr unsigned kMaxFuseThreads = 4;
-
-}  // namespace
-
-Filesystem::Filesystem(std::vector<std::unique_ptr<Disk>> disks)
-    : disks_(std::move(disks)) {
+Filesystem::Filesystem(std::vector<std::unique_ptr<Disk>> disks,
+                       unsigned fuse_threads)
+    : disks_(std::move(disks)), fuse_threads_(fuse_threads) {
   for (auto& disk : disks_)
     disk_ios_.push_back(std::make_unique<DiskIo>(disk.get()));
 }
@@ -72,7 +64,9 @@ absl::Status Filesystem::MountAndServe(
 
   fuse_loop_config* config = fuse_loop_cfg_create();
   fuse_loop_cfg_set_clone_fd(config, 1);
-  fuse_loop_cfg_set_max_threads(config, kMaxFuseThreads);
+  // Handlers never wait for I/O, so a few readers of /dev/fuse keep the
+  // queue drained; libfuse starts them on demand up to this number.
+  fuse_loop_cfg_set_max_threads(config, fuse_threads_);
   int loop_result = fuse_session_loop_mt(session, config);
   fuse_loop_cfg_destroy(config);
 

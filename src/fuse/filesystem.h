@@ -3,9 +3,9 @@
 // (a text table; writing "reset" zeroes the counters) and `stats.json`.
 //
 // READ, WRITE, FSYNC and FALLOCATE on a disk become BlockIos on its queue;
-// the handler returns at once and the reply is sent from the queue's
-// completion thread. Disk files are opened with direct_io, so the page cache
-// is never involved.
+// the handler returns at once and the reply is sent by whichever thread
+// takes the queue's interrupt (the backend's, or a completion thread). Disk
+// files are opened with direct_io, so the page cache is never involved.
 #pragma once
 
 #include <functional>
@@ -19,10 +19,16 @@
 
 namespace pvdisk::fuse {
 
+// FUSE worker threads (readers of /dev/fuse): pvdisk mount's --fuse-threads.
+inline constexpr unsigned kDefaultFuseThreads = 4;
+inline constexpr unsigned kMaxFuseThreads = 64;
+
 class Filesystem {
  public:
   // Takes the disks, which must have been started. Does not mount.
-  explicit Filesystem(std::vector<std::unique_ptr<Disk>> disks);
+  // `fuse_threads`: 1 to kMaxFuseThreads.
+  explicit Filesystem(std::vector<std::unique_ptr<Disk>> disks,
+                      unsigned fuse_threads = kDefaultFuseThreads);
   ~Filesystem();
 
   // Mounts at `mountpoint` and serves requests until the filesystem is
@@ -45,6 +51,7 @@ class Filesystem {
  private:
   std::vector<std::unique_ptr<Disk>> disks_;
   std::vector<std::unique_ptr<DiskIo>> disk_ios_;
+  const unsigned fuse_threads_;
 };
 
 }  // namespace pvdisk::fuse

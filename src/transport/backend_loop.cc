@@ -75,7 +75,7 @@ BackendLoop::BackendLoop(std::vector<BackendQueue> queues,
 BackendLoop::~BackendLoop() { Stop(); }
 
 void BackendLoop::Start() {
-  thread_ = StartThreadWithoutSignals([this] { Run(); });
+  thread_ = StartThreadWithoutSignals("pvdisk-backend", [this] { Run(); });
 }
 
 void BackendLoop::Stop() {

@@ -53,7 +53,8 @@ FrontendQueue::FrontendQueue(std::unique_ptr<DriverRing> ring,
 FrontendQueue::~FrontendQueue() { Stop(); }
 
 void FrontendQueue::Start() {
-  completion_thread_ = StartThreadWithoutSignals([this] { CompletionLoop(); });
+  completion_thread_ =
+      StartThreadWithoutSignals("pvdisk-irq", [this] { CompletionLoop(); });
 }
 
 uint64_t FrontendQueue::ChildSectors(const BlockIo* io, uint32_t child) const {

@@ -459,6 +459,37 @@ INSTANTIATE_TEST_SUITE_P(Frontends, IrqTest,
                          PairName<std::string>);
 
 // ---------------------------------------------------------------------------
+// --fuse-threads: with one FUSE worker or eight, data verifies and random
+// reads at depth all arrive (one worker reads every request itself).
+
+class FuseThreadsTest
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(FuseThreadsTest, Verifies) {
+  PVDISK_REQUIRE_FIO();
+  const auto& [frontend, threads] = GetParam();
+  TempDir dir;
+  const std::string image = dir.Path("disk0.img");
+  CreateImage(image, kImageBytes);
+  Mount mount(dir.MakeDir("mnt"),
+              MountArgs(image, frontend, {"--fuse-threads", threads}));
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+
+  ExpectFioClean(RunFio(mount, VerifyJob("4k", "32M")));
+  ResetStats(mount.mountpoint());
+  CommandResult fio = RunFio(mount, RandomReadJob(32, 2));
+  EXPECT_EQ(fio.exit_code, 0) << fio.Describe();
+  DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+  ExpectHealthy(stats);
+  EXPECT_GT(stats["reqs_read"], 1000u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Frontends, FuseThreadsTest,
+                         ::testing::Combine(::testing::ValuesIn(AllFrontends()),
+                                            ::testing::Values("1", "8")),
+                         PairName<std::string>);
+
+// ---------------------------------------------------------------------------
 // --poll-us: a polling backend verifies, and at iodepth 1 (the backend idle
 // between requests, the only time it polls) its polls find the next request.
 
