@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -107,7 +108,9 @@ std::string PairName(
   } else {
     second = std::to_string(std::get<1>(info.param));
   }
-  std::replace(second.begin(), second.end(), '-', '_');
+  for (char& c : second) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
   return std::get<0>(info.param) + "_" + second;
 }
 
@@ -424,20 +427,27 @@ INSTANTIATE_TEST_SUITE_P(Frontends, NotifyTest,
                          PairName<std::string>);
 
 // ---------------------------------------------------------------------------
-// --irq: with interrupts taken inline on the backend thread or by a
-// completion thread, data verifies and interrupts are still counted (the
+// --irq and --fuse-threads: wherever a queue's interrupts are taken (inline
+// on the backend thread, or by a completion thread) and however many FUSE
+// workers read /dev/fuse (one reads every request itself), data verifies,
+// every FUSE read becomes a ring request, and interrupts are counted (the
 // protocol decides when to interrupt, not where the handler runs).
+// Parameters: frontend, "flag=value".
 
-class IrqTest
+class ThreadingTest
     : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
 
-TEST_P(IrqTest, VerifiesAndCountsInterrupts) {
+TEST_P(ThreadingTest, VerifiesAndCountsInterrupts) {
   PVDISK_REQUIRE_FIO();
-  const auto& [frontend, irq] = GetParam();
+  const auto& [frontend, setting] = GetParam();
+  const size_t equals = setting.find('=');
+  const std::string flag = setting.substr(0, equals);
+  const std::string value = setting.substr(equals + 1);
   TempDir dir;
   const std::string image = dir.Path("disk0.img");
   CreateImage(image, kImageBytes);
-  Mount mount(dir.MakeDir("mnt"), MountArgs(image, frontend, {"--irq", irq}));
+  Mount mount(dir.MakeDir("mnt"),
+              MountArgs(image, frontend, {"--" + flag, value}));
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
 
   ExpectFioClean(RunFio(mount, VerifyJob("4k", "32M")));
@@ -445,49 +455,21 @@ TEST_P(IrqTest, VerifiesAndCountsInterrupts) {
   CommandResult fio = RunFio(mount, RandomReadJob(32, 2));
   EXPECT_EQ(fio.exit_code, 0) << fio.Describe();
   DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
-  EXPECT_EQ(stats.config["irq"], irq);
+  if (flag == "irq") {
+    EXPECT_EQ(stats.config["irq"], value);
+  }
   ExpectHealthy(stats);
   EXPECT_GT(stats["reqs_read"], 1000u);
   EXPECT_GT(stats["irqs_sent"], 0u);
   EXPECT_EQ(stats["fuse_reads"], stats["reqs_read"] + stats["merges_read"]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Frontends, IrqTest,
-                         ::testing::Combine(::testing::ValuesIn(AllFrontends()),
-                                            ::testing::Values("inline",
-                                                              "thread")),
-                         PairName<std::string>);
-
-// ---------------------------------------------------------------------------
-// --fuse-threads: with one FUSE worker or eight, data verifies and random
-// reads at depth all arrive (one worker reads every request itself).
-
-class FuseThreadsTest
-    : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
-
-TEST_P(FuseThreadsTest, Verifies) {
-  PVDISK_REQUIRE_FIO();
-  const auto& [frontend, threads] = GetParam();
-  TempDir dir;
-  const std::string image = dir.Path("disk0.img");
-  CreateImage(image, kImageBytes);
-  Mount mount(dir.MakeDir("mnt"),
-              MountArgs(image, frontend, {"--fuse-threads", threads}));
-  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
-
-  ExpectFioClean(RunFio(mount, VerifyJob("4k", "32M")));
-  ResetStats(mount.mountpoint());
-  CommandResult fio = RunFio(mount, RandomReadJob(32, 2));
-  EXPECT_EQ(fio.exit_code, 0) << fio.Describe();
-  DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
-  ExpectHealthy(stats);
-  EXPECT_GT(stats["reqs_read"], 1000u);
-}
-
-INSTANTIATE_TEST_SUITE_P(Frontends, FuseThreadsTest,
-                         ::testing::Combine(::testing::ValuesIn(AllFrontends()),
-                                            ::testing::Values("1", "8")),
-                         PairName<std::string>);
+INSTANTIATE_TEST_SUITE_P(
+    Frontends, ThreadingTest,
+    ::testing::Combine(::testing::ValuesIn(AllFrontends()),
+                       ::testing::Values("irq=inline", "irq=thread",
+                                         "fuse-threads=1", "fuse-threads=8")),
+    PairName<std::string>);
 
 // ---------------------------------------------------------------------------
 // --poll-us: a polling backend verifies, and at iodepth 1 (the backend idle
