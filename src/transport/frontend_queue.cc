@@ -93,7 +93,6 @@ void FrontendQueue::Submit(BlockIo* io) {
     std::lock_guard<std::mutex> lock(mu_);
     ++outstanding_;
     uint64_t now = policy_.plug_us > 0 ? NowNs() : 0;
-    bool staging_was_empty = staging_.empty();
     // FIFO for pages: a new BlockIo may not overtake one waiting for them.
     if (!page_wait_.empty() || !PrepareChildren(io, now)) {
       StageWriteData(io);
@@ -110,9 +109,7 @@ void FrontendQueue::Submit(BlockIo* io) {
         stats_->Add(Counter::ring_full);
       }
     }
-    // A plug now has a deadline that the completion thread, perhaps asleep
-    // with none, does not know about: wake it so that it flushes in time.
-    wake_timer = policy_.plug_us > 0 && staging_was_empty && !staging_.empty();
+    wake_timer = NeedsTimerWake(now);
   }
   if (kick) Kick();
   if (wake_timer) irq_->Signal();
@@ -318,8 +315,20 @@ int64_t FrontendQueue::SleepBudgetNs(uint64_t now_ns) const {
   if (deadline > now_ns) return static_cast<int64_t>(deadline - now_ns);
   // The plug has expired and Pump() just ran: the front is held only because
   // the ring refused it or the busy score moved one request, so a request is
-  // in flight and its response will wake us. Waking now would only spin.
+  // in flight and the Pump() that follows its response (on whichever thread
+  // handles it) moves the front on. Waking now would only spin.
   return -1;
+}
+
+bool FrontendQueue::NeedsTimerWake(uint64_t now_ns) {
+  if (policy_.plug_us == 0 || staging_.empty()) return false;
+  uint64_t deadline =
+      staging_.front().staged_ns + uint64_t{policy_.plug_us} * 1000;
+  // An expired front waits for a response (see SleepBudgetNs); a deadline
+  // the completion thread already sleeps towards needs nothing either.
+  if (deadline <= now_ns || deadline >= timer_deadline_ns_) return false;
+  timer_deadline_ns_ = deadline;
+  return true;
 }
 
 void FrontendQueue::HandleInterrupt() {
@@ -345,6 +354,7 @@ void FrontendQueue::CompletionLoop() {
         uint64_t now = NowNs();
         kick = Pump(now);
         budget = SleepBudgetNs(now);
+        timer_deadline_ns_ = budget < 0 ? UINT64_MAX : now + budget;
       }
     }
     if (kick) Kick();
@@ -353,6 +363,7 @@ void FrontendQueue::CompletionLoop() {
 
 void FrontendQueue::ConsumeResponses(std::vector<BlockIo*>* done) {
   bool kick;
+  bool wake_timer;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (;;) {
@@ -362,9 +373,12 @@ void FrontendQueue::ConsumeResponses(std::vector<BlockIo*>* done) {
       if (!ring_->FinalCheckForResponses()) break;
       stats_->Add(Counter::final_check_again);
     }
-    kick = Pump(policy_.plug_us > 0 ? NowNs() : 0);
+    uint64_t now = policy_.plug_us > 0 ? NowNs() : 0;
+    kick = Pump(now);
+    wake_timer = NeedsTimerWake(now);
   }
   if (kick) Kick();
+  if (wake_timer) irq_->Signal();
 }
 
 void FrontendQueue::OnResponse(uint64_t id, int result,
@@ -419,14 +433,18 @@ void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
     io->Complete(state.error, pieces);
   }
   bool kick;
+  bool wake_timer;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Run& run : runs_to_free) pool_.Free(run.first_page, run.pages);
     outstanding_ -= done.size();
-    kick = Pump(policy_.plug_us > 0 ? NowNs() : 0);
+    uint64_t now = policy_.plug_us > 0 ? NowNs() : 0;
+    kick = Pump(now);
+    wake_timer = NeedsTimerWake(now);
     if (outstanding_ == 0) drained_.notify_all();
   }
   if (kick) Kick();
+  if (wake_timer) irq_->Signal();
 }
 
 void FrontendQueue::Drain() {

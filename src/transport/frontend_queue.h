@@ -151,6 +151,14 @@ class FrontendQueue final : public InterruptHandler {
   // How long the completion thread may sleep before a plug expires, in ns;
   // -1 until it is signalled. REQUIRES: mu_ held, and Pump() just ran.
   int64_t SleepBudgetNs(uint64_t now_ns) const;
+  // Whether the completion thread must be woken so that it flushes the
+  // staging queue's front when its plug expires: true when that deadline is
+  // still ahead and earlier than the one the thread sleeps towards (which it
+  // then records). Every Pump() outside the completion loop asks this: with
+  // --irq inline responses are handled on the backend thread, and nothing
+  // else would re-arm the timer for requests staged meanwhile.
+  // REQUIRES: mu_ held, and Pump() just ran.
+  bool NeedsTimerWake(uint64_t now_ns);
   // Calls Complete() on each of `done` and frees their read pages.
   void Finish(const std::vector<BlockIo*>& done);
   uint32_t PagesFor(uint64_t sectors) const {
@@ -181,6 +189,9 @@ class FrontendQueue final : public InterruptHandler {
   uint32_t busy_ewma_ = 0;             // blk-mq's dispatch_busy
   std::vector<uint32_t> table_pages_;  // scratch for one ring request
   uint64_t outstanding_ = 0;           // submitted BlockIos not yet completed
+  // The plug deadline the completion thread sleeps towards, in NowNs() time;
+  // UINT64_MAX while it sleeps until signalled.
+  uint64_t timer_deadline_ns_ = UINT64_MAX;
   bool stopping_ = false;
 
   std::thread completion_thread_;

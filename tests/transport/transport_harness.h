@@ -133,6 +133,7 @@ struct TransportConfig {
   InterruptMode irq = InterruptMode::kInline;
   bool read_only = false;
   BackendOptions backend;
+  QueuePolicy policy;
   std::optional<io::FaultRange> fault;
 };
 
@@ -181,6 +182,7 @@ class TransportFixture : public ::testing::Test {
     options.queue.persistent = config.persistent;
     options.queue.notify = config.notify;
     options.queue.irq = config.irq;
+    options.queue.policy = config.policy;
     options.queue.disk_sectors = image_->size_sectors();
     options.queue.read_only = config.read_only;
     options.queues = config.queues;
