@@ -37,6 +37,8 @@ FrontendQueue::FrontendQueue(std::unique_ptr<DriverRing> ring,
       layout_(layout),
       policy_(policy),
       sectors_per_request_(layout.max_segments * kSectorsPerPage),
+      max_discard_sectors_(ring->MaxRangeSectors(BlockOp::kDiscard)),
+      max_write_zeroes_sectors_(ring->MaxRangeSectors(BlockOp::kWriteZeroes)),
       kick_(kick),
       irq_(irq),
       stats_(stats),
@@ -57,21 +59,40 @@ void FrontendQueue::Start() {
       StartThreadWithoutSignals("pvdisk-irq", [this] { CompletionLoop(); });
 }
 
+uint64_t FrontendQueue::SectorsPerChild(BlockOp op) const {
+  switch (op) {
+    case BlockOp::kRead:
+    case BlockOp::kWrite:
+      return sectors_per_request_;
+    case BlockOp::kDiscard:
+      return max_discard_sectors_;
+    case BlockOp::kWriteZeroes:
+      return max_write_zeroes_sectors_;
+    case BlockOp::kFlush:
+      break;
+  }
+  return UINT64_MAX;
+}
+
 uint64_t FrontendQueue::ChildSectors(const BlockIo* io, uint32_t child) const {
-  if (!IsData(io->op)) return io->num_sectors;
-  uint64_t first = uint64_t{child} * sectors_per_request_;
-  return std::min<uint64_t>(sectors_per_request_, io->num_sectors - first);
+  uint64_t per_child = SectorsPerChild(io->op);
+  uint64_t first = uint64_t{child} * per_child;
+  return std::min<uint64_t>(per_child, io->num_sectors - first);
 }
 
 void FrontendQueue::Submit(BlockIo* io) {
   BlockIo::QueueState& state = io->state_;
   state = BlockIo::QueueState{};
   bool is_data = IsData(io->op);
+  // Data in pieces of max_segments pages; discard and write-zeroes ranges in
+  // pieces the protocol's range field holds (both counted as `splits`).
+  // Any child count fits 32 bits: the smallest piece is 11 pages.
+  const uint64_t per_child = SectorsPerChild(io->op);
   state.children =
-      is_data
-          ? static_cast<uint32_t>((io->num_sectors + sectors_per_request_ - 1) /
-                                  sectors_per_request_)
-          : 1;
+      io->op == BlockOp::kFlush || io->num_sectors == 0
+          ? 1
+          : static_cast<uint32_t>(io->num_sectors / per_child +
+                                  (io->num_sectors % per_child != 0));
   if (is_data) {
     // A BlockIo the pool can never hold would wait forever: each child's
     // run (rounded up to a power of two) must fit, and a read keeps all its
@@ -161,8 +182,11 @@ bool FrontendQueue::PrepareChildren(BlockIo* io, uint64_t now_ns) {
             static_cast<uint8_t>(in_page - 1)});
       }
     } else {
-      pending.sector = io->sector;
-      pending.num_sectors = io->num_sectors;
+      pending.sector =
+          io->op == BlockOp::kFlush
+              ? io->sector
+              : io->sector + uint64_t{child} * SectorsPerChild(io->op);
+      pending.num_sectors = ChildSectors(io, child);
     }
     ++state.prepared;
     Stage(std::move(pending));

@@ -2,13 +2,15 @@
 // protocol, with a software staging queue in front of the ring (blk-mq's
 // software queue and dispatch, on a small scale).
 //
-// Submit() splits a BlockIo into children of at most max_segments pages
-// (`splits`), gives each a run of pages from the pool, copies write data in,
-// and stages each child as a pending ring request. Staging first tries to
-// merge it into a staged request of the same direction: a back merge (it
-// starts where that one ends), then a front merge, within max_segments pages
-// and max_segments * 4 KiB; flushes and discards never merge (`merges_read`,
-// `merges_write`: one per request merged into another, as iostat counts).
+// Submit() splits a BlockIo into children of at most max_segments pages, or
+// a discard / write-zeroes range into pieces the protocol can carry
+// (DriverRing::MaxRangeSectors; both counted as `splits`), gives each a run of
+// pages from the pool, copies write data in, and stages each child as a pending
+// ring request. Staging first tries to merge it into a staged request of the
+// same direction: a back merge (it starts where that one ends), then a front
+// merge, within max_segments pages and max_segments * 4 KiB; flushes and
+// discards never merge (`merges_read`, `merges_write`: one per request merged
+// into another, as iostat counts).
 //
 // Dispatch policies (QueuePolicy::dispatch):
 // - kWhenRoom: requests leave the staging queue only into free ring slots;
@@ -165,6 +167,8 @@ class FrontendQueue final : public InterruptHandler {
     return static_cast<uint32_t>((sectors + kSectorsPerPage - 1) /
                                  kSectorsPerPage);
   }
+  // The most sectors one child of a BlockIo of operation `op` carries.
+  uint64_t SectorsPerChild(BlockOp op) const;
   // Sectors of child `child` of `io`.
   uint64_t ChildSectors(const BlockIo* io, uint32_t child) const;
 
@@ -172,6 +176,9 @@ class FrontendQueue final : public InterruptHandler {
   const FrontendLayout layout_;
   const QueuePolicy policy_;
   const uint32_t sectors_per_request_;
+  // The ring protocol's range limits (DriverRing::MaxRangeSectors).
+  const uint64_t max_discard_sectors_;
+  const uint64_t max_write_zeroes_sectors_;
   EventFd* const kick_;
   EventFd* const irq_;
   stats::QueueStats* const stats_;
