@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #include "base/log.h"
 #include "base/thread.h"
@@ -135,6 +137,23 @@ int BackendLoop::MapSlot(QueueState& state, Slot& slot) {
   return 0;
 }
 
+int BackendLoop::Bounce(Slot& slot) {
+  size_t bytes = slot.request.num_sectors * kSectorBytes;
+  void* memory = nullptr;
+  // Page-aligned, as O_DIRECT needs.
+  if (posix_memalign(&memory, kPageSize, bytes) != 0) return -ENOMEM;
+  slot.bounce.reset(static_cast<uint8_t*>(memory));
+  slot.bounce_iov = iovec{memory, bytes};
+  if (slot.request.op == BlockOp::kWrite) {
+    uint8_t* at = slot.bounce.get();
+    for (const iovec& piece : slot.iov) {
+      std::memcpy(at, piece.iov_base, piece.iov_len);
+      at += piece.iov_len;
+    }
+  }
+  return 0;
+}
+
 bool BackendLoop::TakeRequests(uint32_t q) {
   QueueState& state = queues_[q];
   stats::QueueStats* stats = state.queue.stats;
@@ -172,7 +191,13 @@ bool BackendLoop::TakeRequests(uint32_t q) {
     bool is_data =
         slot.request.op == BlockOp::kRead || slot.request.op == BlockOp::kWrite;
     if (is_data) {
-      if (int mapped = MapSlot(state, slot); mapped < 0) {
+      int mapped = MapSlot(state, slot);
+      // A valid request the engine cannot take in pieces goes as one copy.
+      if (mapped == 0 && slot.iov.size() > size_t{io::kMaxIovecs}) {
+        mapped = Bounce(slot);
+        stats->Add(Counter::bounced_reqs);
+      }
+      if (mapped < 0) {
         Answer(q, index, mapped);
         continue;
       }
@@ -181,11 +206,13 @@ bool BackendLoop::TakeRequests(uint32_t q) {
     io_request.op = ToIoOp(slot.request.op);
     io_request.offset = slot.request.sector * kSectorBytes;
     io_request.length = slot.request.num_sectors * kSectorBytes;
-    io_request.iov = slot.iov.data();
-    io_request.iov_count = is_data ? static_cast<int>(slot.iov.size()) : 0;
+    io_request.iov = slot.bounce ? &slot.bounce_iov : slot.iov.data();
+    io_request.iov_count = !is_data      ? 0
+                           : slot.bounce ? 1
+                                         : static_cast<int>(slot.iov.size());
     io_request.tag = Tag(q, index);
     io_request.buffer_index =
-        slot.iov.size() == 1 ? state.queue.buffer_index : -1;
+        slot.iov.size() == 1 && !slot.bounce ? state.queue.buffer_index : -1;
     int queued = engine_->Queue(io_request);
     if (queued < 0) {
       Answer(q, index, queued);
@@ -200,6 +227,16 @@ bool BackendLoop::TakeRequests(uint32_t q) {
 void BackendLoop::Answer(uint32_t q, uint32_t index, int result) {
   QueueState& state = queues_[q];
   Slot& slot = state.slots[index];
+  if (slot.bounce) {
+    if (result >= 0 && slot.request.op == BlockOp::kRead) {
+      const uint8_t* at = slot.bounce.get();
+      for (const iovec& piece : slot.iov) {
+        std::memcpy(piece.iov_base, at, piece.iov_len);
+        at += piece.iov_len;
+      }
+    }
+    slot.bounce.reset();
+  }
   for (const PageMapping& mapping : slot.mappings) {
     state.queue.grants->UnmapPages(mapping);
   }

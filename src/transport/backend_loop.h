@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -70,11 +71,18 @@ class BackendLoop {
   const io::IoEngine& engine() const { return *engine_; }
 
  private:
+  struct FreeDeleter {
+    void operator()(uint8_t* memory) const { free(memory); }
+  };
   // A request taken off a ring and not yet answered.
   struct Slot {
     DeviceRequest request;
     std::vector<iovec> iov;
     std::vector<PageMapping> mappings;
+    // Set while the request goes to the engine through one contiguous copy
+    // of its pages, because they need more than io::kMaxIovecs iovecs.
+    std::unique_ptr<uint8_t, FreeDeleter> bounce;
+    iovec bounce_iov{};
   };
   struct QueueState {
     BackendQueue queue;
@@ -90,6 +98,9 @@ class BackendLoop {
   bool TakeRequests(uint32_t q);
   // Maps the request's pages into slot.iov. Returns 0 or -errno.
   int MapSlot(QueueState& state, Slot& slot);
+  // For a request whose iovecs exceed what the engine takes: gives it one
+  // page-aligned buffer (holding the write data). Returns 0 or -ENOMEM.
+  int Bounce(Slot& slot);
   void Answer(uint32_t q, uint32_t slot, int result);
   void PublishAll();
   bool AtCap() const;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/thread.h"
+#include "io/io_engine.h"
 
 namespace pvdisk::transport {
 namespace {
@@ -25,6 +26,22 @@ uint64_t NowNs() {
 
 bool IsData(BlockOp op) {
   return op == BlockOp::kRead || op == BlockOp::kWrite;
+}
+
+// Whether `next` continues `previous` in memory: the backend then carries
+// both in one iovec (it joins consecutive pages; see BackendLoop::MapSlot).
+bool Continues(const DataSegment& previous, const DataSegment& next) {
+  return previous.last_sector == kSectorsPerPage - 1 &&
+         next.first_sector == 0 && next.page == previous.page + 1;
+}
+
+// Iovecs of `first` followed by `second` (both non-empty).
+uint32_t JoinedIovecs(const std::vector<DataSegment>& first_segments,
+                      uint32_t first_iovecs,
+                      const std::vector<DataSegment>& second_segments,
+                      uint32_t second_iovecs) {
+  bool joined = Continues(first_segments.back(), second_segments.front());
+  return first_iovecs + second_iovecs - (joined ? 1 : 0);
 }
 
 }  // namespace
@@ -173,6 +190,7 @@ bool FrontendQueue::PrepareChildren(BlockIo* io, uint64_t now_ns) {
       }
       pending.sector = io->sector + first;
       pending.num_sectors = count;
+      pending.iovecs = 1;  // one run of pages
       // Whole pages from the start of the run; the last may be partial.
       pending.segments.reserve(pages);
       for (uint64_t done = 0; done < count; done += kSectorsPerPage) {
@@ -219,6 +237,14 @@ bool FrontendQueue::TryMerge(Pending& pending) {
     bool back = staged.sector + staged.num_sectors == pending.sector;
     bool front = pending.sector + pending.num_sectors == staged.sector;
     if (!back && !front) continue;
+    // The engine takes at most io::kMaxIovecs iovecs per request; a merged
+    // request beyond that would fail (or cost the backend a copy).
+    uint32_t iovecs = back ? JoinedIovecs(staged.segments, staged.iovecs,
+                                          pending.segments, pending.iovecs)
+                           : JoinedIovecs(pending.segments, pending.iovecs,
+                                          staged.segments, staged.iovecs);
+    if (iovecs > static_cast<uint32_t>(io::kMaxIovecs)) continue;
+    staged.iovecs = iovecs;
     if (back) {
       staged.segments.insert(staged.segments.end(), pending.segments.begin(),
                              pending.segments.end());

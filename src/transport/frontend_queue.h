@@ -8,9 +8,10 @@
 // pages from the pool, copies write data in, and stages each child as a pending
 // ring request. Staging first tries to merge it into a staged request of the
 // same direction: a back merge (it starts where that one ends), then a front
-// merge, within max_segments pages and max_segments * 4 KiB; flushes and
-// discards never merge (`merges_read`, `merges_write`: one per request merged
-// into another, as iostat counts).
+// merge, within max_segments pages, max_segments * 4 KiB and the iovecs an
+// engine takes (io::kMaxIovecs, one per run of consecutive pages); flushes
+// and discards never merge (`merges_read`, `merges_write`: one per request
+// merged into another, as iostat counts).
 //
 // Dispatch policies (QueuePolicy::dispatch):
 // - kWhenRoom: requests leave the staging queue only into free ring slots;
@@ -118,6 +119,9 @@ class FrontendQueue final : public InterruptHandler {
     uint64_t sector = 0;
     uint64_t num_sectors = 0;
     std::vector<DataSegment> segments;
+    // How many iovecs the backend needs for `segments` at most: one per run
+    // of whole consecutive pages. Merges keep it within io::kMaxIovecs.
+    uint32_t iovecs = 0;
     Members members;
     uint64_t staged_ns = 0;  // when it entered the staging queue
   };
