@@ -48,7 +48,9 @@ const std::vector<FlagSpec>& MountFlags() {
   static const std::vector<FlagSpec> specs = {
       {"disk", true, true, "PATH[,ro][,size=SIZE][,eio=SECTOR[+N]]", "",
        "an image to serve; ro = read-only, size = expected size, eio = fail "
-       "I/O on those 512-byte sectors (fault injection)"},
+       "I/O on those 512-byte sectors (fault injection); engine_fail=N "
+       "(test only) = the I/O engine fails as a whole at the N-th "
+       "submission, once"},
       {"frontend", true, false, "blkif|virtio", "blkif",
        "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue"},
       {"ring-size", true, false, "N", absl::StrCat(transport::kDefaultRingSize),

@@ -59,10 +59,30 @@ uint64_t Tag(uint32_t queue, uint32_t slot) {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<BackendLoop>> BackendLoop::Create(
+    std::vector<BackendQueue> queues, std::vector<iovec> buffers,
+    EngineMaker make_engine, const BackendOptions& options) {
+  std::unique_ptr<BackendLoop> loop(new BackendLoop(
+      std::move(queues), std::move(buffers), std::move(make_engine), options));
+  absl::StatusOr<std::unique_ptr<io::IoEngine>> engine = loop->make_engine_();
+  if (!engine.ok()) return engine.status();
+  loop->engine_ = std::move(*engine);
+  loop->engine_mode_ = std::string(loop->engine_->mode());
+  if (!loop->buffers_.empty()) loop->engine_->OfferBuffers(loop->buffers_);
+  for (uint32_t q = 0; q < loop->queues_.size(); ++q) {
+    absl::Status watch =
+        loop->engine_->WatchWakeFd(loop->queues_[q].queue.kick->fd(), q);
+    if (!watch.ok()) return watch;
+  }
+  return loop;
+}
+
 BackendLoop::BackendLoop(std::vector<BackendQueue> queues,
-                         std::unique_ptr<io::IoEngine> engine,
+                         std::vector<iovec> buffers, EngineMaker make_engine,
                          const BackendOptions& options)
-    : engine_(std::move(engine)), options_(options) {
+    : buffers_(std::move(buffers)),
+      make_engine_(std::move(make_engine)),
+      options_(options) {
   for (const BackendQueue& queue : queues) {
     QueueState state;
     state.queue = queue;
@@ -88,7 +108,7 @@ void BackendLoop::Stop() {
 }
 
 bool BackendLoop::AtCap() const {
-  return options_.engine_max_inflight != 0 &&
+  return options_.engine_max_inflight != 0 && engine_ != nullptr &&
          engine_->inflight() >= options_.engine_max_inflight;
 }
 
@@ -97,6 +117,68 @@ bool BackendLoop::AllIdle() const {
     if (state.free_slots.size() != state.slots.size()) return false;
   }
   return true;
+}
+
+bool BackendLoop::RequestsWaiting() const {
+  for (const QueueState& state : queues_) {
+    if (!state.broken && state.queue.ring->HasRequests()) return true;
+  }
+  return false;
+}
+
+bool BackendLoop::MakeEngine() {
+  absl::StatusOr<std::unique_ptr<io::IoEngine>> engine = make_engine_();
+  if (!engine.ok()) {
+    LogInfo("backend cannot make a new engine: %s", engine.status().ToString());
+    return false;
+  }
+  if (!buffers_.empty()) (*engine)->OfferBuffers(buffers_);
+  for (uint32_t q = 0; q < queues_.size(); ++q) {
+    absl::Status watch = (*engine)->WatchWakeFd(queues_[q].queue.kick->fd(), q);
+    if (!watch.ok()) {
+      LogInfo("backend cannot watch a kick eventfd: %s", watch.ToString());
+      return false;
+    }
+  }
+  engine_ = std::move(*engine);
+  return true;
+}
+
+void BackendLoop::ReplaceEngine(int error) {
+  LogInfo("backend engine failed as a whole (errno %d); replacing it", -error);
+  // Destroying the engine waits until the kernel holds none of its requests
+  // (see UringEngine's destructor): only then may the pages of the requests
+  // it held go back to the frontend, answered with EIO.
+  engine_.reset();
+  fixed_buffers_.store(false, std::memory_order_relaxed);
+  for (uint32_t q = 0; q < queues_.size(); ++q) {
+    QueueState& state = queues_[q];
+    std::vector<bool> is_free(state.slots.size(), false);
+    for (uint32_t index : state.free_slots) is_free[index] = true;
+    for (uint32_t index = 0; index < state.slots.size(); ++index) {
+      if (!is_free[index]) Answer(q, index, -EIO);
+    }
+  }
+  PublishAll();
+  queues_[0].queue.stats->Add(Counter::engine_restarts);
+  depth_ewma_ = 0;
+  MakeEngine();
+}
+
+void BackendLoop::WaitWithoutEngine() {
+  // Stop() signals queue 0's kick; other kicks are seen within 100 ms.
+  queues_[0].queue.kick->WaitFor(100'000'000);
+  MakeEngine();
+}
+
+void BackendLoop::AnswerCompletions(
+    const std::vector<io::IoCompletion>& completions) {
+  for (const io::IoCompletion& completion : completions) {
+    if (completion.wake) continue;  // a kick: the next round sees it
+    Answer(static_cast<uint32_t>(completion.tag >> 32),
+           static_cast<uint32_t>(completion.tag & 0xffffffffu),
+           static_cast<int>(completion.result < 0 ? completion.result : 0));
+  }
 }
 
 int BackendLoop::MapSlot(QueueState& state, Slot& slot) {
@@ -202,6 +284,10 @@ bool BackendLoop::TakeRequests(uint32_t q) {
         continue;
       }
     }
+    if (engine_ == nullptr) {  // none could be made: see WaitWithoutEngine
+      Answer(q, index, -EIO);
+      continue;
+    }
     io::IoRequest io_request;
     io_request.op = ToIoOp(slot.request.op);
     io_request.offset = slot.request.sector * kSectorBytes;
@@ -299,8 +385,10 @@ bool BackendLoop::Poll(std::vector<io::IoCompletion>& completions) {
                   std::chrono::microseconds(options_.poll_us);
   do {
     // Submits what TakeRequests() queued and reaps what finished, so that
-    // polling never holds back requests already taken.
+    // polling never holds back requests already taken. A failed engine is
+    // left to the Run() that follows the poll.
     int got = engine_->Run(/*wait=*/false, completions);
+    if (got < 0) return true;
     if (got > 0) {
       const io::IoCompletion& first = completions.front();
       uint32_t q =
@@ -321,21 +409,23 @@ bool BackendLoop::Poll(std::vector<io::IoCompletion>& completions) {
 }
 
 void BackendLoop::Run() {
-  for (uint32_t q = 0; q < queues_.size(); ++q) {
-    absl::Status watch = engine_->WatchWakeFd(queues_[q].queue.kick->fd(), q);
-    if (!watch.ok()) {
-      LogInfo("backend cannot watch a kick eventfd: %s", watch.ToString());
-      return;
-    }
-  }
   std::vector<io::IoCompletion> completions;
   for (;;) {
     bool capped = false;
     for (uint32_t q = 0; q < queues_.size(); ++q) {
       capped |= TakeRequests(q);
     }
+    // May run interrupt handlers inline, which may push new requests: the
+    // stop rule below looks at the rings after it.
     PublishAll();
-    if (stop_.load(std::memory_order_acquire) && AllIdle()) return;
+    if (stop_.load(std::memory_order_acquire) && AllIdle() &&
+        !RequestsWaiting()) {
+      return;
+    }
+    if (engine_ == nullptr) {
+      WaitWithoutEngine();
+      continue;
+    }
     // Before sleeping: poll a while if asked, then ask every ring to kick us
     // for its next request and look once more. At the cap there is no point:
     // only a completion can let us take more.
@@ -346,15 +436,14 @@ void BackendLoop::Run() {
     }
     int got = engine_->Run(/*wait=*/!more && completions.empty(), completions);
     if (got < 0) {
-      LogInfo("backend engine failed: errno %d", -got);
-      return;
+      // Completions a poll reaped before the failure are real results.
+      AnswerCompletions(completions);
+      ReplaceEngine(got);
+      continue;
     }
-    for (const io::IoCompletion& completion : completions) {
-      if (completion.wake) continue;  // a kick: the next round sees it
-      Answer(static_cast<uint32_t>(completion.tag >> 32),
-             static_cast<uint32_t>(completion.tag & 0xffffffffu),
-             static_cast<int>(completion.result < 0 ? completion.result : 0));
-    }
+    fixed_buffers_.store(engine_->uses_fixed_buffers(),
+                         std::memory_order_relaxed);
+    AnswerCompletions(completions);
   }
 }
 

@@ -135,6 +135,9 @@ struct TransportConfig {
   BackendOptions backend;
   QueuePolicy policy;
   std::optional<io::FaultRange> fault;
+  // When set, an engine fails as a whole when it fires (see
+  // io/failing_engine.h).
+  std::shared_ptr<io::EngineFailTrigger> fail_trigger;
 };
 
 class TransportFixture : public ::testing::Test {
@@ -197,6 +200,7 @@ class TransportFixture : public ::testing::Test {
       engine_options.kind = config.engine;
       engine_options.depth = depth;
       engine_options.fault = config.fault;
+      engine_options.fail_trigger = config.fail_trigger;
       return io::CreateEngine(engine_options, *image_file);
     };
     auto transport = Transport::Create(options, factory);
