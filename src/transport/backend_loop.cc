@@ -351,6 +351,17 @@ void BackendLoop::PublishAll() {
   }
 }
 
+void BackendLoop::ReportStoppedRings() {
+  for (QueueState& state : queues_) {
+    if (!state.broken || state.stop_reported ||
+        state.free_slots.size() != state.slots.size()) {
+      continue;
+    }
+    state.stop_reported = true;
+    if (state.queue.frontend != nullptr) state.queue.frontend->OnRingStopped();
+  }
+}
+
 bool BackendLoop::FinalChecks() {
   bool more = false;
   for (QueueState& state : queues_) {
@@ -418,6 +429,7 @@ void BackendLoop::Run() {
     // May run interrupt handlers inline, which may push new requests: the
     // stop rule below looks at the rings after it.
     PublishAll();
+    ReportStoppedRings();
     if (stop_.load(std::memory_order_acquire) && AllIdle() &&
         !RequestsWaiting()) {
       return;

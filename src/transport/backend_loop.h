@@ -51,6 +51,9 @@ struct BackendQueue {
   // When set (--irq inline), interrupts run this handler on the backend
   // thread instead of signalling `irq`.
   InterruptHandler* inline_interrupts = nullptr;
+  // Told OnRingStopped() when the backend gives up on the ring (any
+  // interrupt mode). May be null.
+  InterruptHandler* frontend = nullptr;
   stats::QueueStats* stats = nullptr;
   uint32_t ring_slots = 0;
   // The engine buffer that holds this queue's data pages (when persistent),
@@ -121,6 +124,7 @@ class BackendLoop {
     std::vector<Slot> slots;
     std::vector<uint32_t> free_slots;
     bool broken = false;
+    bool stop_reported = false;  // frontend->OnRingStopped() was called
     bool has_responses = false;
   };
 
@@ -135,6 +139,9 @@ class BackendLoop {
   int Bounce(Slot& slot);
   void Answer(uint32_t q, uint32_t slot, int result);
   void PublishAll();
+  // Tells the frontend of each broken ring, once the backend holds none of
+  // its requests any more, that the ring is no longer served.
+  void ReportStoppedRings();
   bool AtCap() const;
   // Final checks on every ring that could take more; true if work arrived.
   bool FinalChecks();

@@ -128,7 +128,12 @@ void FrontendQueue::Submit(BlockIo* io) {
   bool kick;
   bool wake_timer = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (ring_stopped_) {
+      lock.unlock();
+      io->Complete(-EIO, {});
+      return;
+    }
     ++outstanding_;
     uint64_t now = policy_.plug_us > 0 ? NowNs() : 0;
     // FIFO for pages: a new BlockIo may not overtake one waiting for them.
@@ -336,6 +341,7 @@ void FrontendQueue::DispatchStaging(uint64_t now_ns) {
 }
 
 bool FrontendQueue::Pump(uint64_t now_ns) {
+  if (ring_stopped_) return false;  // nothing goes to a ring not served
   while (!page_wait_.empty() && PrepareChildren(page_wait_.front(), now_ns)) {
     page_wait_.pop_front();
   }
@@ -457,6 +463,51 @@ void FrontendQueue::OnResponse(uint64_t id, int result,
   stats_->Sub(Counter::inflight);
 }
 
+void FrontendQueue::OnRingStopped() {
+  std::vector<BlockIo*> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ring_stopped_ = true;
+    // What the backend answered before it stopped is real; the responses
+    // may be unreadable too, and then every request on the ring fails.
+    ring_->ConsumeResponses(
+        [&](uint64_t id, int result) { OnResponse(id, result, &done); });
+    for (uint32_t id = 0; id < shadow_.size(); ++id) {
+      if (shadow_[id].in_use) OnResponse(id, -EIO, &done);
+    }
+    FailUnsent(&done);
+  }
+  Finish(done);
+}
+
+void FrontendQueue::FailUnsent(std::vector<BlockIo*>* done) {
+  auto fail = [&](const Member& member) {
+    BlockIo* io = member.io;
+    BlockIo::QueueState& state = io->state_;
+    if (state.error == 0) state.error = -EIO;
+    if (io->op == BlockOp::kWrite) {
+      pool_.Free(state.first_pages[member.child],
+                 PagesFor(ChildSectors(io, member.child)));
+    }
+    if (++state.answered == state.children) done->push_back(io);
+  };
+  for (std::deque<Pending>* list : {&staging_, &dispatch_list_}) {
+    for (const Pending& pending : *list) {
+      for (const Member& member : pending.members) fail(member);
+    }
+    list->clear();
+  }
+  // Children never prepared have no pages: they just count as answered.
+  for (BlockIo* io : page_wait_) {
+    BlockIo::QueueState& state = io->state_;
+    if (state.error == 0) state.error = -EIO;
+    state.staged_data.reset();
+    state.answered += state.children - state.prepared;
+    if (state.answered == state.children) done->push_back(io);
+  }
+  page_wait_.clear();
+}
+
 void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
   if (done.empty()) return;
   std::vector<DataPiece> pieces;
@@ -469,7 +520,9 @@ void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
     BlockIo::QueueState& state = io->state_;
     pieces.clear();
     if (io->op == BlockOp::kRead) {
-      for (uint32_t child = 0; child < state.children; ++child) {
+      // Only prepared children hold pages (all of them, unless the ring
+      // stopped).
+      for (uint32_t child = 0; child < state.prepared; ++child) {
         uint64_t count = ChildSectors(io, child);
         uint32_t first_page = state.first_pages[child];
         runs_to_free.push_back(Run{first_page, PagesFor(count)});

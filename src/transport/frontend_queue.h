@@ -99,6 +99,10 @@ class FrontendQueue final : public InterruptHandler {
   // completion thread, or on the backend thread with --irq inline.
   void HandleInterrupt() override;
 
+  // The backend gave up on the ring: answers what it had published, fails
+  // everything else in the queue and every later Submit() with EIO.
+  void OnRingStopped() override;
+
   // Blocks until every submitted BlockIo has completed.
   void Drain();
 
@@ -165,6 +169,10 @@ class FrontendQueue final : public InterruptHandler {
   // else would re-arm the timer for requests staged meanwhile.
   // REQUIRES: mu_ held, and Pump() just ran.
   bool NeedsTimerWake(uint64_t now_ns);
+  // Fails every request not on the ring (staged, dispatch list, waiting for
+  // pages) with EIO; appends the BlockIos that are now complete.
+  // REQUIRES: mu_ held.
+  void FailUnsent(std::vector<BlockIo*>* done);
   // Calls Complete() on each of `done` and frees their read pages.
   void Finish(const std::vector<BlockIo*>& done);
   uint32_t PagesFor(uint64_t sectors) const {
@@ -204,6 +212,7 @@ class FrontendQueue final : public InterruptHandler {
   // UINT64_MAX while it sleeps until signalled.
   uint64_t timer_deadline_ns_ = UINT64_MAX;
   bool stopping_ = false;
+  bool ring_stopped_ = false;  // OnRingStopped() was called
 
   std::thread completion_thread_;
 };
