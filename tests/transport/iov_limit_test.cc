@@ -36,13 +36,7 @@ class IovLimitTest : public testing::TransportFixture {};
 TEST_F(IovLimitTest, DescendingOnePageReadsMergeWithinTheEngineLimit) {
   constexpr uint64_t kReads = 1132;
   const std::string image = Pattern(0, kReads * 8, 11);
-  {
-    int fd = open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(pwrite(fd, image.data(), image.size(), 0),
-              static_cast<ssize_t>(image.size()));
-    close(fd);
-  }
+  WriteImage(0, image);
   TransportConfig config;
   config.engine = io::EngineKind::kSync;
   config.ring_size = 32;

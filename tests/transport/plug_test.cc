@@ -93,13 +93,7 @@ TEST_P(PlugTest, ClosedLoopReadsOnAFullRingAllFinish) {
   constexpr uint32_t kRounds = 40;
   // The readers' spread: 2048 blocks of 4 KiB, at every 16th sector.
   const std::string image = Pattern(0, 2048 * 16, 7);
-  {
-    int fd = open(path_.c_str(), O_WRONLY | O_CLOEXEC);
-    ASSERT_GE(fd, 0);
-    ASSERT_EQ(pwrite(fd, image.data(), image.size(), 0),
-              static_cast<ssize_t>(image.size()));
-    close(fd);
-  }
+  WriteImage(0, image);
   TransportConfig config;
   config.ring_size = 32;
   config.irq = GetParam();

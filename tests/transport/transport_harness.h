@@ -253,6 +253,17 @@ class TransportFixture : public ::testing::Test {
     return ios_->ios.back().get();
   }
 
+  // Writes `data` into the image at `sector` with a separate file
+  // descriptor (before the transport starts, or where it does not look).
+  void WriteImage(uint64_t sector, const std::string& data) {
+    int fd = open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ssize_t n =
+        pwrite(fd, data.data(), data.size(), static_cast<off_t>(sector * 512));
+    close(fd);
+    ASSERT_EQ(n, static_cast<ssize_t>(data.size()));
+  }
+
   // The image's bytes, read with a separate file descriptor.
   std::string ReadImage(uint64_t sector, uint64_t sectors) {
     std::string data(sectors * 512, '\0');
