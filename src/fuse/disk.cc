@@ -84,6 +84,8 @@ void Disk::Shutdown() {
   if (image_ && !image_->read_only() && fdatasync(image_->fd()) != 0) {
     LogInfo("fdatasync of %s failed: %s", image_->path(), strerror(errno));
   }
+  // Free the image for the next user as soon as its data is durable.
+  if (locked_) io::UnlockImage(image_->fd());
 }
 
 stats::DiskReport Disk::Report() const {

@@ -88,6 +88,10 @@ void Unlock(int fd, const std::vector<off_t>& bytes) {
   for (off_t byte : bytes) SetByte(fd, byte, F_UNLCK);
 }
 
+// Every byte either kind of disk may lock.
+constexpr off_t kFirstByte = kHeldBase;
+constexpr off_t kEndByte = kUnsharedBase + kPermissionCount;
+
 std::string InUse(const std::string& path, const std::string& why) {
   return absl::StrCat("image ", path, " is in use: ", why,
                       "; nothing was mounted (--disk ", path,
@@ -148,6 +152,15 @@ absl::Status LockImage(int fd, const std::string& path, bool read_only) {
     }
   }
   return absl::OkStatus();
+}
+
+void UnlockImage(int fd) {
+  struct flock lock = {};
+  lock.l_type = F_UNLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = kFirstByte;
+  lock.l_len = kEndByte - kFirstByte;
+  fcntl(fd, F_OFD_SETLK, &lock);
 }
 
 }  // namespace pvdisk::io

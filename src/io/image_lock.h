@@ -29,4 +29,11 @@ namespace pvdisk::io {
 // `fd` holds no lock.
 absl::Status LockImage(int fd, const std::string& path, bool read_only);
 
+// Drops the locks LockImage() took on `fd`. Closing the descriptor is not
+// enough when something else still holds the open file description: an
+// io_uring with the image as a registered file keeps it until the kernel
+// has torn the ring down, after the process exits. So a daemon calls this
+// once its I/O is done, and the image is free when `pvdisk unmount` returns.
+void UnlockImage(int fd);
+
 }  // namespace pvdisk::io
