@@ -117,38 +117,37 @@ absl::Status LockImage(int fd, const std::string& path, bool read_only) {
           absl::StrCat("image ", path, " cannot be locked (byte ", byte, ")"));
     }
   }
+  // Each check: the byte someone else must not lock, and what it means if
+  // they do.
+  struct Check {
+    off_t byte;
+    std::string conflict;
+  };
+  std::vector<Check> checks;
   for (unsigned i = 0; i < kPermissionCount; ++i) {
     const uint32_t bit = 1u << i;
-    const bool want = mine.held & bit;
-    const bool refuse_to_share = !(mine.shared & bit);
-    if (!want && !refuse_to_share) continue;
-    bool held = false;
-    if (want) {
-      if (int error = OtherHolds(fd, kUnsharedBase + i, &held); error != 0) {
-        Unlock(fd, bytes);
-        return ErrnoError(error, absl::StrCat("image ", path,
-                                              " cannot be checked for locks"));
-      }
-      if (held) {
-        Unlock(fd, bytes);
-        return absl::FailedPreconditionError(
-            InUse(path, absl::StrCat("another process uses it and does not "
+    if (mine.held & bit) {
+      checks.push_back({kUnsharedBase + i,
+                        absl::StrCat("another process uses it and does not "
                                      "share ",
-                                     PermissionName(i), " with others")));
-      }
+                                     PermissionName(i), " with others")});
     }
-    if (refuse_to_share) {
-      if (int error = OtherHolds(fd, kHeldBase + i, &held); error != 0) {
-        Unlock(fd, bytes);
-        return ErrnoError(error, absl::StrCat("image ", path,
-                                              " cannot be checked for locks"));
-      }
-      if (held) {
-        Unlock(fd, bytes);
-        return absl::FailedPreconditionError(
-            InUse(path, absl::StrCat("another process has it open for ",
-                                     PermissionName(i))));
-      }
+    if (!(mine.shared & bit)) {
+      checks.push_back(
+          {kHeldBase + i, absl::StrCat("another process has it open for ",
+                                       PermissionName(i))});
+    }
+  }
+  for (const Check& check : checks) {
+    bool held = false;
+    if (int error = OtherHolds(fd, check.byte, &held); error != 0) {
+      Unlock(fd, bytes);
+      return ErrnoError(
+          error, absl::StrCat("image ", path, " cannot be checked for locks"));
+    }
+    if (held) {
+      Unlock(fd, bytes);
+      return absl::FailedPreconditionError(InUse(path, check.conflict));
     }
   }
   return absl::OkStatus();
