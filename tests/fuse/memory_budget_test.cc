@@ -32,10 +32,17 @@ uint64_t NeededBytes(const std::string& message) {
   return std::strtoull(message.c_str() + open + 12, nullptr, 10);
 }
 
-// The size of each memfd the process maps, by inode: each region is mapped
-// twice (the frontend's and the backend's view) but is one piece of memory.
-std::map<std::string, uint64_t> MemfdSizes(pid_t pid) {
-  std::map<std::string, uint64_t> sizes;
+// What /proc/PID/maps lists of the daemon's shared regions (memfds named
+// "pvdisk-..."): the bytes of every mapping, and the size of each memfd
+// counted once (by inode). Each region is mapped twice, the frontend's and
+// the backend's view, but is one piece of memory.
+struct SharedMappings {
+  uint64_t mapped_bytes = 0;
+  std::map<std::string, uint64_t> memfd_sizes;  // by inode
+};
+
+SharedMappings SharedMappingsOf(pid_t pid) {
+  SharedMappings found;
   std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
   std::string line;
   while (std::getline(maps, line)) {
@@ -46,10 +53,11 @@ std::map<std::string, uint64_t> MemfdSizes(pid_t pid) {
     size_t dash = range.find('-');
     uint64_t start = std::stoull(range.substr(0, dash), nullptr, 16);
     uint64_t end = std::stoull(range.substr(dash + 1), nullptr, 16);
+    found.mapped_bytes += end - start;
     uint64_t extent = std::stoull(offset, nullptr, 16) + (end - start);
-    sizes[inode] = std::max(sizes[inode], extent);
+    found.memfd_sizes[inode] = std::max(found.memfd_sizes[inode], extent);
   }
-  return sizes;
+  return found;
 }
 
 class MemoryBudgetTest : public ::testing::Test {
@@ -118,12 +126,14 @@ TEST_F(MemoryBudgetTest, MountsJustWithinTheBudgetAndShowsWhatItMaps) {
   EXPECT_GT(shared, 0u);
   EXPECT_LE(shared, needed);
 
-  std::map<std::string, uint64_t> memfds = MemfdSizes(mount.daemon_pid());
-  EXPECT_EQ(memfds.size(), 3u) << "one shared region per queue";
-  uint64_t mapped = 0;
-  for (const auto& [inode, size] : memfds) mapped += size;
-  EXPECT_GE(mapped, shared * 95 / 100) << "maps: " << mapped;
-  EXPECT_LE(mapped, shared * 105 / 100) << "maps: " << mapped;
+  SharedMappings maps = SharedMappingsOf(mount.daemon_pid());
+  EXPECT_EQ(maps.memfd_sizes.size(), 3u) << "one shared region per queue";
+  uint64_t memory = 0;
+  for (const auto& [inode, size] : maps.memfd_sizes) memory += size;
+  EXPECT_GE(memory, shared * 95 / 100) << "memfds: " << memory;
+  EXPECT_LE(memory, shared * 105 / 100) << "memfds: " << memory;
+  // Idle, with persistent grants: exactly the two views of each region.
+  EXPECT_EQ(maps.mapped_bytes, 2 * memory);
 
   // It serves.
   Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
