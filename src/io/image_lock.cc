@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -98,9 +99,8 @@ std::string InUse(const std::string& path, const std::string& why) {
                       ",lock=off skips this check)");
 }
 
-}  // namespace
-
-absl::Status LockImage(int fd, const std::string& path, bool read_only) {
+// One attempt of LockImage.
+absl::Status TryLockImage(int fd, const std::string& path, bool read_only) {
   const Permissions mine = PermissionsFor(read_only);
   const std::vector<off_t> bytes = BytesOf(mine);
   for (off_t byte : bytes) {
@@ -151,6 +151,21 @@ absl::Status LockImage(int fd, const std::string& path, bool read_only) {
     }
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LockImage(int fd, const std::string& path, bool read_only,
+                       std::chrono::milliseconds grace) {
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (true) {
+    absl::Status status = TryLockImage(fd, path, read_only);
+    if (status.code() != absl::StatusCode::kFailedPrecondition ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return status;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 void UnlockImage(int fd) {

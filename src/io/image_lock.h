@@ -17,17 +17,26 @@
 // daemon's life) and no other descriptor's close() drops them.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "absl/status/status.h"
 
 namespace pvdisk::io {
 
+// How long a conflict may last before the image counts as in use. A daemon
+// killed with SIGKILL keeps its locks until the kernel has torn down its
+// io_uring, which first waits for the I/O the ring had in flight (usually
+// milliseconds); a mount right after should not fail for that.
+inline constexpr std::chrono::milliseconds kLockGrace{2000};
+
 // Locks the image open as `fd` (named `path` in messages) for a read-write
-// or read-only disk. Returns FailedPrecondition with one line naming the
-// image and that it is in use when another open of the image conflicts; then
-// `fd` holds no lock.
-absl::Status LockImage(int fd, const std::string& path, bool read_only);
+// or read-only disk, trying again every few milliseconds for up to `grace`
+// while another open of the image conflicts. Then returns FailedPrecondition
+// with one line naming the image and that it is in use, and `fd` holds no
+// lock.
+absl::Status LockImage(int fd, const std::string& path, bool read_only,
+                       std::chrono::milliseconds grace = kLockGrace);
 
 // Drops the locks LockImage() took on `fd`. Closing the descriptor is not
 // enough when something else still holds the open file description: an

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -111,6 +112,39 @@ TEST_F(ImageLockTest, TheImageIsFreeAgainAfterUnmount) {
   }
   Mount second(dir_.MakeDir("second"), {"--disk", image_});
   EXPECT_TRUE(second.ok()) << second.mount_result().Describe();
+}
+
+// A daemon killed with SIGKILL in the middle of writes leaves its locks to
+// the kernel, which drops them once it has torn down the daemon's io_uring;
+// a mount right after the dead mount is detached still succeeds.
+TEST_F(ImageLockTest, TheImageIsFreeRightAfterItsDaemonIsKilled) {
+  std::string mountpoint = dir_.MakeDir("mnt");
+  {
+    Mount killed(mountpoint, {"--disk", image_});
+    ASSERT_TRUE(killed.ok()) << killed.mount_result().Describe();
+    Fd fd = Open(killed.Path("disk0.img"), O_WRONLY | O_DIRECT);
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    std::atomic<bool> failed{false};
+    std::thread writer([&] {
+      void* buffer = nullptr;
+      if (posix_memalign(&buffer, 4096, 1 << 20) != 0) return;
+      std::memset(buffer, 0x5a, 1 << 20);
+      for (uint64_t i = 0; !failed; ++i) {
+        if (pwrite(fd.get(), buffer, 1 << 20, (i % 16) << 20) < 0) {
+          failed = true;
+        }
+      }
+      free(buffer);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    kill(killed.daemon_pid(), SIGKILL);
+    writer.join();  // the dead connection fails the next write
+    fd.Close();
+    CommandResult detached = killed.Unmount();
+    EXPECT_EQ(detached.exit_code, 0) << detached.Describe();
+  }
+  Mount again(mountpoint, {"--disk", image_});
+  EXPECT_TRUE(again.ok()) << again.mount_result().Describe();
 }
 
 // qemu-storage-daemon serving the image over NBD on a unix socket (a

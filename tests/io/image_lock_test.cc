@@ -6,9 +6,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
@@ -65,7 +68,9 @@ class ImageLockTest : public ::testing::Test {
   }
 
   absl::Status Lock(const Opening& opening, bool read_only) {
-    return LockImage(opening.fd(), path_, read_only);
+    // No grace: a conflict here is a live one.
+    return LockImage(opening.fd(), path_, read_only,
+                     std::chrono::milliseconds(0));
   }
 
   void ExpectInUse(const absl::Status& status) {
@@ -138,6 +143,23 @@ TEST_F(ImageLockTest, UnlockFreesTheImageWhileStillOpen) {
   UnlockImage(first.fd());
   Opening second(path_, false);
   EXPECT_TRUE(Lock(second, false).ok());
+}
+
+// A holder that lets go while LockImage waits out its grace (as a killed
+// daemon's io_uring does once the kernel has torn it down) does not make the
+// image count as in use.
+TEST_F(ImageLockTest, GraceOutlastsAHolderThatGoesAway) {
+  auto holder = std::make_unique<Opening>(path_, false);
+  ASSERT_TRUE(Lock(*holder, false).ok());
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    holder.reset();
+  });
+  Opening second(path_, false);
+  absl::Status status =
+      LockImage(second.fd(), path_, false, std::chrono::milliseconds(30000));
+  release.join();
+  EXPECT_TRUE(status.ok()) << status;
 }
 
 // OFD locks belong to the open file description: closing another
