@@ -79,9 +79,7 @@ TEST_F(MemoryBudgetTest, RefusesAConfigurationAboveTheDefaultBudget) {
       {"mount", mountpoint, "--disk", image_, "--frontend", "virtio",
        "--queues", "64", "--ring-size", "32768", "--max-segments", "4096"},
       std::chrono::seconds(60));
-  EXPECT_EQ(result.exit_code, 2) << result.Describe();
-  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
-      << result.Describe();
+  ExpectUsageError(result);
   for (const char* part : {"--queues 64", "--ring-size 32768",
                            "--max-segments 4096", "--max-memory"}) {
     EXPECT_NE(result.err.find(part), std::string::npos)
@@ -104,7 +102,7 @@ TEST_F(MemoryBudgetTest, MountsJustWithinTheBudgetAndShowsWhatItMaps) {
                                     image_,  "--max-memory", "4K"};
   probe.insert(probe.end(), flags.begin(), flags.end());
   CommandResult refused = RunPvdisk(probe);
-  ASSERT_EQ(refused.exit_code, 2) << refused.Describe();
+  ExpectUsageError(refused);
   uint64_t needed = NeededBytes(refused.err);
   ASSERT_GT(needed, 0u);
   EXPECT_FALSE(IsMounted(probe_point));
@@ -112,7 +110,7 @@ TEST_F(MemoryBudgetTest, MountsJustWithinTheBudgetAndShowsWhatItMaps) {
   // One byte short is refused; exactly the size mounts.
   probe[5] = std::to_string(needed - 1);
   refused = RunPvdisk(probe);
-  EXPECT_EQ(refused.exit_code, 2) << refused.Describe();
+  ExpectUsageError(refused);
   EXPECT_EQ(NeededBytes(refused.err), needed);
   EXPECT_FALSE(IsMounted(probe_point));
 
@@ -147,7 +145,7 @@ TEST_F(MemoryBudgetTest, BadMaxMemoryIsRefused) {
   std::string mountpoint = dir_.MakeDir("mnt");
   CommandResult result = RunPvdisk(
       {"mount", mountpoint, "--disk", image_, "--max-memory", "lots"});
-  EXPECT_EQ(result.exit_code, 2) << result.Describe();
+  ExpectUsageError(result);
   EXPECT_NE(result.err.find("--max-memory"), std::string::npos)
       << result.Describe();
   EXPECT_FALSE(IsMounted(mountpoint));
