@@ -1,5 +1,6 @@
 // pvdisk mount MOUNTPOINT --disk IMAGE [--disk IMAGE ...] [--ring-size N]
-//              [--engine uring|sync|null] [--foreground]
+//              [--engine uring|sync|null] [--allow-other] [--max-memory SIZE]
+//              [--foreground]
 //
 // Everything a user can get wrong is checked before anything is created or
 // mounted. Without --foreground the command forks a daemon and returns once
@@ -23,11 +24,13 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/disk_arg.h"
+#include "cli/fuse_conf.h"
 #include "cli/mount_table.h"
 #include "fuse/disk.h"
 #include "fuse/filesystem.h"
 #include "io/engine_factory.h"
 #include "io/image_file.h"
+#include "transport/memory_budget.h"
 #include "transport/transport.h"
 
 namespace pvdisk::cli {
@@ -41,14 +44,18 @@ struct MountConfig {
   std::vector<std::string> names;     // file names in the mount
   fuse::DiskOptions options;
   unsigned fuse_threads = fuse::kDefaultFuseThreads;
+  bool allow_other = false;
   bool foreground = false;
 };
 
 const std::vector<FlagSpec>& MountFlags() {
   static const std::vector<FlagSpec> specs = {
-      {"disk", true, true, "PATH[,ro][,size=SIZE][,eio=SECTOR[+N]]", "",
-       "an image to serve; ro = read-only, size = expected size, eio = fail "
-       "I/O on those 512-byte sectors (fault injection)"},
+      {"disk", true, true, "PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+N]]",
+       "",
+       "an image to serve; ro = read-only, lock=off = take no image lock "
+       "(by default a read-write disk refuses an image another pvdisk or "
+       "QEMU uses), size = expected size, eio = fail I/O on those 512-byte "
+       "sectors (fault injection)"},
       {"frontend", true, false, "blkif|virtio", "blkif",
        "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue"},
       {"ring-size", true, false, "N", absl::StrCat(transport::kDefaultRingSize),
@@ -102,6 +109,12 @@ const std::vector<FlagSpec>& MountFlags() {
        absl::StrCat("FUSE worker threads reading requests from /dev/fuse: 1 "
                     "to ",
                     fuse::kMaxFuseThreads)},
+      {"allow-other", false, false, "", "",
+       "let users other than the one mounting reach the mount; the kernel "
+       "still checks each file's owner and mode (those of its image)"},
+      {"max-memory", true, false, "SIZE", "a quarter of RAM",
+       "refuse a configuration whose shared rings, data pages and io_uring "
+       "rings would take more than SIZE (e.g. 2G)"},
       {"foreground", false, false, "", "",
        "serve in this process until unmounted or interrupted"},
       {"help", false, false, "", "", "show this help"},
@@ -290,6 +303,28 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
                           number("fuse-threads", fuse::kDefaultFuseThreads, 1,
                                  fuse::kMaxFuseThreads));
   config->fuse_threads = static_cast<unsigned>(fuse_threads);
+
+  uint64_t budget = transport::DefaultMemoryBudget();
+  if (parsed.Has("max-memory")) {
+    absl::StatusOr<uint64_t> size = ParseSize(parsed.Get("max-memory", ""));
+    if (!size.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max-memory: ", size.status().message()));
+    }
+    budget = *size;
+  }
+  PVDISK_RETURN_IF_ERROR(transport::CheckMemoryBudget(
+      transport, config->options.engine == io::EngineKind::kUring,
+      static_cast<uint32_t>(config->disks.size()), budget));
+
+  config->allow_other = parsed.Has("allow-other");
+  if (config->allow_other && geteuid() != 0 &&
+      !FuseConfAllowsOther(kFuseConfPath)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--allow-other needs 'user_allow_other' in ", kFuseConfPath,
+        " when not run as root (ask an administrator to add that line), or "
+        "mount without --allow-other so that only you reach the mount"));
+  }
   config->foreground = parsed.Has("foreground");
   return absl::OkStatus();
 }
@@ -329,7 +364,8 @@ int Serve(const MountConfig& config, int ready_fd) {
     disks.push_back(std::move(*disk));
   }
   for (auto& disk : disks) disk->Start();
-  fuse::Filesystem filesystem(std::move(disks), config.fuse_threads);
+  fuse::Filesystem filesystem(std::move(disks), config.fuse_threads,
+                              config.allow_other);
   bool mounted = false;
   absl::Status served = filesystem.MountAndServe(config.mountpoint, [&] {
     mounted = true;

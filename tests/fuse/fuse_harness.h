@@ -83,6 +83,10 @@ struct CommandResult {
 CommandResult RunCommand(
     const std::vector<std::string>& argv,
     std::chrono::milliseconds timeout = std::chrono::seconds(120));
+// Fails the test unless `result` is a refusal of bad input: exit status 2
+// and exactly one line on stderr starting "pvdisk: ", nothing on stdout.
+void ExpectUsageError(const CommandResult& result);
+
 // Runs `pvdisk args...`.
 CommandResult RunPvdisk(
     const std::vector<std::string>& args,
