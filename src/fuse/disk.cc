@@ -79,6 +79,12 @@ void Disk::Start() { transport_->Start(); }
 void Disk::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // First everything DiskIo accepted: an operation that has not reached a
+  // queue yet (an unaligned write waiting behind another one, or between its
+  // read and its write) would otherwise submit to a queue already drained,
+  // or stopped, and never be answered. Only then may the queues drain one
+  // after another and stop. (Before Start() nothing can be in flight.)
+  operations_.WaitForZero();
   // Open() may have failed half-way: only what exists is shut down.
   if (transport_) transport_->Shutdown();
   if (image_ && !image_->read_only() && fdatasync(image_->fd()) != 0) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "fuse/operations_in_flight.h"
 #include "io/engine_factory.h"
 #include "io/image_file.h"
 #include "stats/render.h"
@@ -46,8 +47,12 @@ class Disk {
 
   // Starts the queue threads.
   void Start();
-  // Waits for all I/O to finish, stops the threads, and makes what was
-  // written durable (fdatasync). Idempotent.
+  // Waits for every operation DiskIo has accepted to be answered (including
+  // writes still waiting for the write order and read-modify-writes between
+  // their read and their write), then for the queues to drain, stops the
+  // threads, and makes what was written durable (fdatasync). Idempotent.
+  // Call it only once nothing can start new operations (the FUSE loop has
+  // ended).
   void Shutdown();
 
   const std::string& name() const { return name_; }
@@ -61,6 +66,9 @@ class Disk {
     return transport_->QueueFor(sector);
   }
 
+  // What DiskIo counts, so that Shutdown can wait for it.
+  OperationsInFlight& operations() { return operations_; }
+
   stats::DiskReport Report() const;
   void ResetStats();
 
@@ -72,6 +80,7 @@ class Disk {
   std::unique_ptr<io::ImageFile> image_;
   bool locked_ = false;
   std::unique_ptr<transport::Transport> transport_;
+  OperationsInFlight operations_;
   bool shut_down_ = false;
 };
 
