@@ -37,14 +37,15 @@ constexpr size_t kLatencyColumns = 2;  // the last two of CounterColumns()
 // Disk::Report).
 const std::vector<std::string>& ConfigKeys() {
   static const std::vector<std::string> keys = {
-      "image",           "size",         "read_only",
-      "frontend",        "queues",       "queue_map",
-      "backend_threads", "ring_size",    "ring_pages",
-      "max_segments",    "pool_pages",   "persistent",
-      "notify",          "merge",        "dispatch",
-      "plug_us",         "irq",          "poll_us",
-      "engine",          "engine_depth", "engine_max_inflight",
-      "engine_mode",     "fixed_buffers"};
+      "image",           "size",          "read_only",
+      "frontend",        "queues",        "queue_map",
+      "backend_threads", "ring_size",     "ring_pages",
+      "max_segments",    "pool_pages",    "persistent",
+      "notify",          "merge",         "dispatch",
+      "plug_us",         "irq",           "poll_us",
+      "engine",          "engine_depth",  "engine_max_inflight",
+      "engine_mode",     "fixed_buffers", "fuse_io",
+      "fuse_queues",     "placement"};
   return keys;
 }
 
