@@ -1,4 +1,5 @@
-// Parsing of one --disk argument: PATH[,ro][,size=SIZE][,eio=SECTOR[+COUNT]].
+// Parsing of one --disk argument:
+// PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]].
 #pragma once
 
 #include "absl/status/statusor.h"

@@ -1,5 +1,6 @@
 // pvdisk mount MOUNTPOINT --disk IMAGE [--disk IMAGE ...] [--ring-size N]
-//              [--engine uring|sync|null] [--foreground]
+//              [--engine uring|sync|null] [--allow-other] [--max-memory SIZE]
+//              [--foreground]
 //
 // Everything a user can get wrong is checked before anything is created or
 // mounted. Without --foreground the command forks a daemon and returns once
@@ -23,6 +24,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/disk_arg.h"
+#include "cli/fuse_conf.h"
 #include "cli/mount_table.h"
 #include "fuse/channel/uring_channel.h"
 #include "fuse/channel/uring_support.h"
@@ -30,6 +32,7 @@
 #include "fuse/filesystem.h"
 #include "io/engine_factory.h"
 #include "io/image_file.h"
+#include "transport/memory_budget.h"
 #include "transport/transport.h"
 
 namespace pvdisk::cli {
@@ -44,14 +47,18 @@ struct MountConfig {
   fuse::DiskOptions options;
   unsigned fuse_threads = fuse::kDefaultFuseThreads;
   fuse::FuseChannelOptions channel;  // --fuse-io as asked (resolved later)
+  bool allow_other = false;
   bool foreground = false;
 };
 
 const std::vector<FlagSpec>& MountFlags() {
   static const std::vector<FlagSpec> specs = {
-      {"disk", true, true, "PATH[,ro][,size=SIZE][,eio=SECTOR[+N]]", "",
-       "an image to serve; ro = read-only, size = expected size, eio = fail "
-       "I/O on those 512-byte sectors (fault injection)"},
+      {"disk", true, true, "PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+N]]",
+       "",
+       "an image to serve; ro = read-only, lock=off = take no image lock "
+       "(by default a read-write disk refuses an image another pvdisk or "
+       "QEMU uses), size = expected size, eio = fail I/O on those 512-byte "
+       "sectors (fault injection)"},
       {"frontend", true, false, "blkif|virtio", "blkif",
        "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue"},
       {"ring-size", true, false, "N", absl::StrCat(transport::kDefaultRingSize),
@@ -114,6 +121,12 @@ const std::vector<FlagSpec>& MountFlags() {
        absl::StrCat(fuse::channel::kDefaultUringQueueDepth),
        absl::StrCat("FUSE requests each uring queue holds at once: 1 to ",
                     fuse::channel::kMaxUringQueueDepth)},
+      {"allow-other", false, false, "", "",
+       "let users other than the one mounting reach the mount; the kernel "
+       "still checks each file's owner and mode (those of its image)"},
+      {"max-memory", true, false, "SIZE", "a quarter of RAM",
+       "refuse a configuration whose shared rings, data pages and io_uring "
+       "rings would take more than SIZE (e.g. 2G)"},
       {"foreground", false, false, "", "",
        "serve in this process until unmounted or interrupted"},
       {"help", false, false, "", "", "show this help"},
@@ -326,6 +339,28 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
         "--fuse-queue-depth sets the io_uring queues of --fuse-io uring (or "
         "auto); --fuse-io classic has none (see --fuse-threads)");
   }
+
+  uint64_t budget = transport::DefaultMemoryBudget();
+  if (parsed.Has("max-memory")) {
+    absl::StatusOr<uint64_t> size = ParseSize(parsed.Get("max-memory", ""));
+    if (!size.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max-memory: ", size.status().message()));
+    }
+    budget = *size;
+  }
+  PVDISK_RETURN_IF_ERROR(transport::CheckMemoryBudget(
+      transport, config->options.engine == io::EngineKind::kUring,
+      static_cast<uint32_t>(config->disks.size()), budget));
+
+  config->allow_other = parsed.Has("allow-other");
+  if (config->allow_other && geteuid() != 0 &&
+      !FuseConfAllowsOther(kFuseConfPath)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--allow-other needs 'user_allow_other' in ", kFuseConfPath,
+        " when not run as root (ask an administrator to add that line), or "
+        "mount without --allow-other so that only you reach the mount"));
+  }
   config->foreground = parsed.Has("foreground");
   return absl::OkStatus();
 }
@@ -366,7 +401,7 @@ int Serve(const MountConfig& config, int ready_fd) {
   }
   for (auto& disk : disks) disk->Start();
   fuse::Filesystem filesystem(std::move(disks), config.fuse_threads,
-                              config.channel);
+                              config.allow_other, config.channel);
   bool mounted = false;
   absl::Status served = filesystem.MountAndServe(config.mountpoint, [&] {
     mounted = true;

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/size.h"
 #include "base/status_macros.h"
+#include "io/image_lock.h"
 
 namespace pvdisk::fuse {
 namespace {
@@ -38,6 +39,13 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
   PVDISK_ASSIGN_OR_RETURN(
       disk->image_,
       io::ImageFile::Open(spec.path, spec.read_only, want_direct));
+  // Locked before anything else is built, so that a refused mount creates
+  // nothing; held as long as the image stays open.
+  if (spec.lock) {
+    PVDISK_RETURN_IF_ERROR(
+        io::LockImage(disk->image_->fd(), spec.path, spec.read_only));
+    disk->locked_ = true;
+  }
   if (spec.expected_size && *spec.expected_size != disk->image_->size_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--disk ", spec.path, ",size=", FormatSize(*spec.expected_size),
@@ -76,16 +84,23 @@ void Disk::Shutdown() {
   if (image_ && !image_->read_only() && fdatasync(image_->fd()) != 0) {
     LogInfo("fdatasync of %s failed: %s", image_->path(), strerror(errno));
   }
+  // Free the image for the next user as soon as its data is durable.
+  if (locked_) io::UnlockImage(image_->fd());
 }
 
 stats::DiskReport Disk::Report() const {
   const transport::TransportOptions& t = transport_->options();
+  uint64_t shared_bytes = 0;
+  for (size_t q = 0; q < transport_->queue_count(); ++q) {
+    shared_bytes += transport_->queue(q).region_bytes();
+  }
   stats::DiskReport report;
   report.name = name_;
   report.config = {
       {"image", image_->path()},
       {"size", absl::StrCat(image_->size_bytes())},
       {"read_only", image_->read_only() ? "yes" : "no"},
+      {"lock", locked_ ? "on" : "off"},
       {"frontend", std::string(transport_->queue(0).protocol().name())},
       {"queues", absl::StrCat(t.queues)},
       {"queue_map", std::string(transport::QueueMapName(t.queue_map))},
@@ -94,6 +109,7 @@ stats::DiskReport Disk::Report() const {
       {"ring_pages", absl::StrCat(transport_->queue(0).ring_pages())},
       {"max_segments", absl::StrCat(t.queue.max_segments)},
       {"pool_pages", absl::StrCat(transport_->queue(0).pool_pages())},
+      {"shared_bytes", absl::StrCat(shared_bytes)},
       {"persistent", t.queue.persistent ? "on" : "off"},
       {"notify", t.queue.notify == transport::NotifyMode::kEventIdx
                      ? "event-idx"

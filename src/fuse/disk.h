@@ -22,6 +22,8 @@ struct DiskSpec {
   bool read_only = false;
   std::optional<uint64_t> expected_size;  // ",size=": must match the image
   std::optional<io::FaultRange> fault;    // ",eio=": inject -EIO there
+  // ",lock=off" clears it: take no image lock (see io/image_lock.h).
+  bool lock = true;
 };
 
 // Settings shared by every disk of a mount.
@@ -56,6 +58,8 @@ class Disk {
   const std::string& name() const { return name_; }
   uint64_t size_bytes() const { return image_->size_bytes(); }
   bool read_only() const { return image_->read_only(); }
+  // The image's owner, group, mode and times when it was opened.
+  const struct stat& image_stat() const { return image_->stat_at_open(); }
 
   // The queue for a request starting at `sector` (the --queue-map policy).
   transport::Queue& QueueFor(uint64_t sector) {
@@ -71,6 +75,7 @@ class Disk {
   std::string name_;
   DiskOptions options_;
   std::unique_ptr<io::ImageFile> image_;
+  bool locked_ = false;
   std::unique_ptr<transport::Transport> transport_;
   bool shut_down_ = false;
 };

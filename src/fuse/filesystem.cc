@@ -4,13 +4,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "fuse/attributes.h"
 #include "fuse/channel/server.h"
 #include "fuse/fuse_ops.h"
 
 namespace pvdisk::fuse {
 Filesystem::Filesystem(std::vector<std::unique_ptr<Disk>> disks,
-                       unsigned fuse_threads, const FuseChannelOptions& channel)
-    : disks_(std::move(disks)), fuse_threads_(fuse_threads), channel_(channel) {
+                       unsigned fuse_threads, bool allow_other,
+                       const FuseChannelOptions& channel)
+    : disks_(std::move(disks)),
+      fuse_threads_(fuse_threads),
+      allow_other_(allow_other),
+      channel_(channel) {
   for (auto& disk : disks_)
     disk_ios_.push_back(std::make_unique<DiskIo>(disk.get()));
 }
@@ -37,11 +42,7 @@ void Filesystem::ResetStats() {
 
 absl::Status Filesystem::MountAndServe(
     const std::string& mountpoint, const std::function<void()>& on_mounted) {
-  // The fsname carries our pid so that `pvdisk unmount` can find the daemon
-  // from /proc/self/mountinfo without touching the mountpoint.
-  std::string options = absl::StrCat("fsname=pvdisk-", getpid(),
-                                     ",subtype=pvdisk,default_permissions");
-  if (geteuid() == 0) absl::StrAppend(&options, ",allow_other");
+  std::string options = FuseMountOptions(getpid(), allow_other_);
   channel::ServeOptions serve;
   serve.mountpoint = mountpoint;
   serve.mount_options = options;

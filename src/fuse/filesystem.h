@@ -34,9 +34,12 @@ struct FuseChannelOptions {
 class Filesystem {
  public:
   // Takes the disks, which must have been started. Does not mount.
-  // `fuse_threads`: 1 to kMaxFuseThreads.
+  // `fuse_threads`: 1 to kMaxFuseThreads. `allow_other`: let other users
+  // than the mounting one reach the mount (the kernel checks each file's
+  // owner and mode either way: default_permissions).
   explicit Filesystem(std::vector<std::unique_ptr<Disk>> disks,
                       unsigned fuse_threads = kDefaultFuseThreads,
+                      bool allow_other = false,
                       const FuseChannelOptions& channel = {});
   ~Filesystem();
 
@@ -61,6 +64,7 @@ class Filesystem {
   std::vector<std::unique_ptr<Disk>> disks_;
   std::vector<std::unique_ptr<DiskIo>> disk_ios_;
   const unsigned fuse_threads_;
+  const bool allow_other_;
   const FuseChannelOptions channel_;
 };
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "fuse/attributes.h"
 #include "fuse/filesystem.h"
 #include "fuse/inodes.h"
 #include "stats/counters.h"
@@ -50,35 +51,30 @@ bool IsStatsInode(uint64_t ino) {
   return ino == kStatsInode || ino == kStatsJsonInode;
 }
 
+// The attributes of `ino` (see attributes.h for who may do what) and how
+// long the kernel may cache them; false if there is no such inode.
 bool Attributes(Filesystem& fs, uint64_t ino, struct stat* st,
                 double* timeout) {
-  std::memset(st, 0, sizeof(*st));
-  st->st_ino = ino;
-  st->st_uid = getuid();
-  st->st_gid = getgid();
-  st->st_atim = st->st_mtim = st->st_ctim = MountTime();
-  st->st_blksize = 4096;
+  static const MountOwner owner = CurrentMountOwner();
+  std::vector<const Disk*> disks;
+  for (size_t i = 0; i < fs.disk_count(); ++i) disks.push_back(&fs.disk(i));
+  Node node = Node::kDisk;
+  const Disk* disk = nullptr;
   *timeout = kStatsAttrTimeout;
   if (ino == kRootInode) {
-    st->st_mode = S_IFDIR | 0755;
-    st->st_nlink = 2;
-    return true;
+    node = Node::kRoot;
+  } else if (ino == kStatsInode) {
+    node = Node::kStats;
+  } else if (ino == kStatsJsonInode) {
+    node = Node::kStatsJson;
+  } else {
+    long index = DiskIndex(fs, ino);
+    if (index < 0) return false;
+    disk = &fs.disk(index);
+    *timeout = kDiskAttrTimeout;
   }
-  if (IsStatsInode(ino)) {
-    // Size 0: the contents are made at open; direct_io makes readers read
-    // until they get 0 bytes, as with /proc files.
-    st->st_mode = S_IFREG | (ino == kStatsInode ? 0644 : 0444);
-    st->st_nlink = 1;
-    return true;
-  }
-  long index = DiskIndex(fs, ino);
-  if (index < 0) return false;
-  Disk& disk = fs.disk(index);
-  st->st_mode = S_IFREG | (disk.read_only() ? 0444 : 0644);
-  st->st_nlink = 1;
-  st->st_size = static_cast<off_t>(disk.size_bytes());
-  st->st_blocks = static_cast<blkcnt_t>(disk.size_bytes() / 512);
-  *timeout = kDiskAttrTimeout;
+  FillAttributes(node, disk, disks, owner, MountTime(), st);
+  st->st_ino = ino;
   return true;
 }
 

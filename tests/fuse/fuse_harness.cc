@@ -311,6 +311,17 @@ std::vector<std::string> WithTestFuseIo(std::vector<std::string> args) {
   return args;
 }
 
+void ExpectUsageError(const CommandResult& result) {
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 2) << result.Describe();
+  EXPECT_EQ(result.err.rfind("pvdisk: ", 0), 0u) << result.Describe();
+  ASSERT_FALSE(result.err.empty());
+  EXPECT_EQ(result.err.back(), '\n') << result.Describe();
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
+      << "not exactly one line: " << result.Describe();
+  EXPECT_EQ(result.out, "") << result.Describe();
+}
+
 CommandResult RunPvdisk(const std::vector<std::string>& args,
                         std::chrono::milliseconds timeout) {
   std::vector<std::string> argv = {PvdiskBinary()};

@@ -83,6 +83,10 @@ struct CommandResult {
 CommandResult RunCommand(
     const std::vector<std::string>& argv,
     std::chrono::milliseconds timeout = std::chrono::seconds(120));
+// Fails the test unless `result` is a refusal of bad input: exit status 2
+// and exactly one line on stderr starting "pvdisk: ", nothing on stdout.
+void ExpectUsageError(const CommandResult& result);
+
 // The FUSE channel this run of the suite covers: PVDISK_TEST_FUSE_IO
 // ("classic" or "uring"; ctest runs the suite once with each), or "" for
 // pvdisk's default.
