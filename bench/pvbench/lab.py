@@ -154,17 +154,19 @@ class PvdiskMount(Target):
 
 
 class FuseFloor(Target):
-    """bench/fuse_floor: a trivial libfuse server (zeros for reads, writes
-    acknowledged, answered inline by the worker that read them) with
-    pvdisk's FUSE settings. What FUSE alone costs on this machine: the
-    ceiling for pvdisk --engine null. No counters."""
+    """bench/fuse_floor: a trivial server on pvdisk's FUSE layer (zeros for
+    reads, writes acknowledged, answered inline by the channel thread that
+    read them) with pvdisk's FUSE settings, on channel `io` (classic or
+    uring). What FUSE alone costs on this machine: the ceiling for pvdisk
+    --engine null. No counters."""
     kind = "floor"
 
-    def __init__(self, program, mnt, size):
+    def __init__(self, program, mnt, size, io="classic"):
         self.mnt = os.path.abspath(mnt)
+        self.io = io
         os.makedirs(self.mnt, exist_ok=True)
         self.file = os.path.join(self.mnt, "disk")
-        self.process = subprocess.Popen([program, self.mnt, str(size)],
+        self.process = subprocess.Popen([program, self.mnt, str(size), io],
                                         stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True)
         if not wait_until(lambda: mounted_under(self.mnt)
@@ -266,11 +268,12 @@ class Lab:
         mnt = os.path.join(self.dir, "mnt%d" % len(self.targets))
         return self._keep(PvdiskMount(self.pvdisk, self.image, mnt, flags))
 
-    def floor(self):
-        """A bench/fuse_floor mount as large as the image."""
+    def floor(self, io="classic"):
+        """A bench/fuse_floor mount as large as the image, on FUSE channel
+        `io` (classic or uring)."""
         program = os.path.join(self.build, "bench", "targets", "fuse_floor")
         mnt = os.path.join(self.dir, "floor%d" % len(self.targets))
-        return self._keep(FuseFloor(program, mnt, self.size))
+        return self._keep(FuseFloor(program, mnt, self.size, io))
 
     def qsd(self):
         """A qemu-storage-daemon FUSE export of the image."""

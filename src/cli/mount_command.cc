@@ -26,6 +26,8 @@
 #include "cli/disk_arg.h"
 #include "cli/fuse_conf.h"
 #include "cli/mount_table.h"
+#include "fuse/channel/uring_channel.h"
+#include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
 #include "fuse/filesystem.h"
 #include "io/engine_factory.h"
@@ -44,6 +46,7 @@ struct MountConfig {
   std::vector<std::string> names;     // file names in the mount
   fuse::DiskOptions options;
   unsigned fuse_threads = fuse::kDefaultFuseThreads;
+  fuse::FuseChannelOptions channel;  // --fuse-io as asked (resolved later)
   bool allow_other = false;
   bool foreground = false;
 };
@@ -109,6 +112,15 @@ const std::vector<FlagSpec>& MountFlags() {
        absl::StrCat("FUSE worker threads reading requests from /dev/fuse: 1 "
                     "to ",
                     fuse::kMaxFuseThreads)},
+      {"fuse-io", true, false, "auto|uring|classic", "auto",
+       "how FUSE requests arrive: through io_uring, one queue per CPU "
+       "(kernel 6.14+), or by read()/write() on /dev/fuse; auto takes uring "
+       "where the kernel offers it (as root it switches the fuse module's "
+       "enable_uring on) and classic elsewhere"},
+      {"fuse-queue-depth", true, false, "N",
+       absl::StrCat(fuse::channel::kDefaultUringQueueDepth),
+       absl::StrCat("FUSE requests each uring queue holds at once: 1 to ",
+                    fuse::channel::kMaxUringQueueDepth)},
       {"allow-other", false, false, "", "",
        "let users other than the one mounting reach the mount; the kernel "
        "still checks each file's owner and mode (those of its image)"},
@@ -303,6 +315,30 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
                           number("fuse-threads", fuse::kDefaultFuseThreads, 1,
                                  fuse::kMaxFuseThreads));
   config->fuse_threads = static_cast<unsigned>(fuse_threads);
+  PVDISK_ASSIGN_OR_RETURN(
+      config->channel.fuse_io,
+      fuse::channel::ParseFuseIo(parsed.Get("fuse-io", "auto")));
+  PVDISK_ASSIGN_OR_RETURN(
+      uint64_t queue_depth,
+      number("fuse-queue-depth", fuse::channel::kDefaultUringQueueDepth, 1,
+             fuse::channel::kMaxUringQueueDepth));
+  config->channel.queue_depth = static_cast<uint32_t>(queue_depth);
+  // Each channel has its own thread setting; asking for the other one's is
+  // a mistake. --fuse-threads under auto asks for the classic channel.
+  if (parsed.Has("fuse-threads")) {
+    if (config->channel.fuse_io == fuse::channel::FuseIo::kUring) {
+      return absl::InvalidArgumentError(
+          "--fuse-threads sets the /dev/fuse workers of --fuse-io classic; "
+          "--fuse-io uring has one queue per CPU (see --fuse-queue-depth)");
+    }
+    config->channel.fuse_io = fuse::channel::FuseIo::kClassic;
+  }
+  if (parsed.Has("fuse-queue-depth") &&
+      config->channel.fuse_io == fuse::channel::FuseIo::kClassic) {
+    return absl::InvalidArgumentError(
+        "--fuse-queue-depth sets the io_uring queues of --fuse-io uring (or "
+        "auto); --fuse-io classic has none (see --fuse-threads)");
+  }
 
   uint64_t budget = transport::DefaultMemoryBudget();
   if (parsed.Has("max-memory")) {
@@ -365,7 +401,7 @@ int Serve(const MountConfig& config, int ready_fd) {
   }
   for (auto& disk : disks) disk->Start();
   fuse::Filesystem filesystem(std::move(disks), config.fuse_threads,
-                              config.allow_other);
+                              config.allow_other, config.channel);
   bool mounted = false;
   absl::Status served = filesystem.MountAndServe(config.mountpoint, [&] {
     mounted = true;
@@ -421,6 +457,22 @@ int RunMount(const std::vector<std::string>& args) {
     PrintError(std::string(checked.message()));
     return kExitUsage;
   }
+  // Resolved before forking, so that the mount message can say what
+  // happened and `uring` on a kernel without it fails before anything runs.
+  std::string fuse_io_note;
+  absl::StatusOr<fuse::channel::FuseIo> fuse_io =
+      fuse::channel::ResolveFuseIo(config.channel.fuse_io, &fuse_io_note);
+  if (!fuse_io.ok()) {
+    PrintError(std::string(fuse_io.status().message()));
+    return kExitUsage;
+  }
+  config.channel.fuse_io = *fuse_io;
+  config.options.fuse_io = std::string(fuse::channel::FuseIoName(*fuse_io));
+  if (*fuse_io == fuse::channel::FuseIo::kUring) {
+    config.options.fuse_queues = fuse::channel::PossibleCpus();
+    config.options.fuse_queue_depth = config.channel.queue_depth;
+  }
+  if (!fuse_io_note.empty()) std::printf("pvdisk: %s\n", fuse_io_note.c_str());
   if (config.foreground) return Serve(config, -1);
 
   int pipe_fds[2];

@@ -135,6 +135,13 @@ stats::DiskReport Disk::Report() const {
            : absl::StrCat(t.backend.engine_max_inflight)},
       {"engine_mode", std::string(transport_->engine_mode())},
       {"fixed_buffers", transport_->uses_fixed_buffers() ? "yes" : "no"},
+      {"fuse_io", options_.fuse_io},
+      {"fuse_queues", options_.fuse_queues == 0
+                          ? std::string("none")
+                          : absl::StrCat(options_.fuse_queues, "x",
+                                         options_.fuse_queue_depth)},
+      // Where the backend side of each queue runs: its own thread(s).
+      {"placement", "backend-thread"},
   };
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     report.queues.push_back(transport_->queue(q).stats().Snapshot());

@@ -34,6 +34,11 @@ struct DiskOptions {
   // per-disk fields (queue.name, queue.disk_sectors, queue.read_only) are
   // filled in by Disk::Open.
   transport::TransportOptions transport;
+  // How FUSE requests reach the disks, for the stats header: "classic" or
+  // "uring" with its queues (one per possible CPU) and their depth.
+  std::string fuse_io = "classic";
+  uint32_t fuse_queues = 0;
+  uint32_t fuse_queue_depth = 0;
 };
 
 class Disk {

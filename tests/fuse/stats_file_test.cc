@@ -60,7 +60,10 @@ const std::vector<std::string>& ConfigKeys() {
                                                 "engine_depth",
                                                 "engine_max_inflight",
                                                 "engine_mode",
-                                                "fixed_buffers"};
+                                                "fixed_buffers",
+                                                "fuse_io",
+                                                "fuse_queues",
+                                                "placement"};
   return keys;
 }
 
