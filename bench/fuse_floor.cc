@@ -1,16 +1,16 @@
 // fuse_floor: the cost of FUSE alone, as a benchmark target.
 //
-// A trivial libfuse low-level server with one file, `disk`, of a given size:
-// reads are answered with zeros and writes acknowledged, inline in the FUSE
-// worker thread that received them. No rings, no backend, no disk. It uses
-// the same libfuse settings as pvdisk (clone_fd, 4 workers, max_background
-// 4096, direct_io, no splice), so fio on it measures the ceiling that the
-// kernel's /dev/fuse path and libfuse 3.14 leave to any FUSE disk on this
-// machine; bench/compare runs it beside pvdisk --engine null.
+// A trivial server on pvdisk's own FUSE layer (src/fuse/protocol and
+// src/fuse/channel, the same Session, channels and INIT settings as pvdisk)
+// with one file, `disk`, of a given size: reads are answered with zeros and
+// writes acknowledged, inline on the channel thread that received them. No
+// rings, no backend, no disk. fio on it measures the ceiling that the
+// kernel's FUSE path and the channel leave to any FUSE disk on this
+// machine; bench/compare runs it beside pvdisk --engine null, as `floor`
+// (classic channel) and `floor-uring`.
 //
-// usage: fuse_floor MOUNTPOINT SIZE_BYTES   (foreground; ends on unmount,
-//        SIGTERM or SIGINT: fusermount3 -u MOUNTPOINT)
-#include <fuse_lowlevel.h>
+// usage: fuse_floor MOUNTPOINT SIZE_BYTES [classic|uring [QUEUE_DEPTH]]
+//        (foreground; ends on unmount, SIGTERM or SIGINT)
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,126 +20,126 @@
 #include <cstring>
 #include <string>
 
+#include "fuse/channel/server.h"
+#include "fuse/channel/uring_support.h"
+#include "fuse/protocol/abi.h"
+#include "fuse/protocol/handler.h"
+
 namespace {
 
-constexpr fuse_ino_t kDiskInode = 2;
+using pvdisk::fuse::protocol::Reply;
+using pvdisk::fuse::protocol::Request;
+namespace abi = pvdisk::fuse::abi;
+namespace protocol = pvdisk::fuse::protocol;
+namespace channel = pvdisk::fuse::channel;
+
+constexpr uint64_t kDiskInode = 2;
 constexpr const char* kDiskName = "disk";
-constexpr unsigned kMaxRequestBytes = 1 << 20;
-constexpr unsigned kMaxBackground = 4096;
-constexpr unsigned kWorkers = 4;
+constexpr double kTimeout = 60.0;
+// What every read returns: zeros, as much as the largest FUSE request.
+char g_zeros[protocol::kMaxWrite];
 
-uint64_t g_size = 0;
-// What every read returns: 1 MiB of zeros, the largest FUSE request.
-char g_zeros[kMaxRequestBytes];
+class FloorHandler final : public protocol::Handler {
+ public:
+  explicit FloorHandler(uint64_t size) : size_(size) {}
 
-void FillAttr(fuse_ino_t ino, struct stat* st) {
-  std::memset(st, 0, sizeof(*st));
-  st->st_ino = ino;
-  if (ino == FUSE_ROOT_ID) {
-    st->st_mode = S_IFDIR | 0755;
-    st->st_nlink = 2;
-  } else {
-    st->st_mode = S_IFREG | 0644;
-    st->st_nlink = 1;
-    st->st_size = static_cast<off_t>(g_size);
+  void Lookup(const Request& request, Reply reply) override {
+    if (request.nodeid != abi::kRootId || request.name != kDiskName) {
+      return reply.Error(ENOENT);
+    }
+    reply.Struct(protocol::EntryOut(kDiskInode, Stat(kDiskInode), kTimeout));
   }
-}
-
-void OnInit(void*, fuse_conn_info* conn) {
-  conn->max_write = kMaxRequestBytes;
-  conn->max_background = kMaxBackground;
-  conn->congestion_threshold = kMaxBackground * 3 / 4;
-  conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE |
-                  FUSE_CAP_SPLICE_MOVE | FUSE_CAP_WRITEBACK_CACHE);
-}
-
-void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  if (parent != FUSE_ROOT_ID || std::strcmp(name, kDiskName) != 0) {
-    fuse_reply_err(req, ENOENT);
-    return;
+  void Getattr(const Request& request, Reply reply) override {
+    if (request.nodeid != abi::kRootId && request.nodeid != kDiskInode) {
+      return reply.Error(ENOENT);
+    }
+    reply.Struct(protocol::AttrOut(Stat(request.nodeid), kTimeout));
   }
-  fuse_entry_param entry;
-  std::memset(&entry, 0, sizeof(entry));
-  entry.ino = kDiskInode;
-  entry.attr_timeout = entry.entry_timeout = 60.0;
-  FillAttr(kDiskInode, &entry.attr);
-  fuse_reply_entry(req, &entry);
-}
-
-void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
-  if (ino != FUSE_ROOT_ID && ino != kDiskInode) {
-    fuse_reply_err(req, ENOENT);
-    return;
+  void Open(const Request& request, Reply reply) override {
+    if (request.nodeid != kDiskInode) return reply.Error(EISDIR);
+    reply.Struct(protocol::OpenOut(
+        0, abi::kFopenDirectIo | abi::kFopenParallelDirectWrites));
   }
-  struct stat st;
-  FillAttr(ino, &st);
-  fuse_reply_attr(req, &st, 60.0);
-}
-
-void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (ino != kDiskInode) {
-    fuse_reply_err(req, EISDIR);
-    return;
+  void Read(const Request& request, Reply reply) override {
+    uint64_t count =
+        request.offset >= size_
+            ? 0
+            : std::min<uint64_t>(request.size, size_ - request.offset);
+    reply.Bytes(g_zeros, static_cast<size_t>(count));
   }
-  fi->direct_io = 1;
-  fuse_reply_open(req, fi);
-}
+  void Write(const Request& request, Reply reply) override {
+    reply.Struct(
+        protocol::WriteOut(static_cast<uint32_t>(request.data.size())));
+  }
+  void Fsync(const Request&, Reply reply) override { reply.Ok(); }
 
-void OnRead(fuse_req_t req, fuse_ino_t, size_t size, off_t offset,
-            fuse_file_info*) {
-  uint64_t from = static_cast<uint64_t>(offset);
-  size_t count = from >= g_size ? 0 : std::min<uint64_t>(size, g_size - from);
-  fuse_reply_buf(req, g_zeros, std::min<size_t>(count, sizeof(g_zeros)));
-}
+ private:
+  struct stat Stat(uint64_t ino) const {
+    struct stat st;
+    std::memset(&st, 0, sizeof(st));
+    st.st_ino = ino;
+    st.st_uid = getuid();
+    st.st_gid = getgid();
+    if (ino == abi::kRootId) {
+      st.st_mode = S_IFDIR | 0755;
+      st.st_nlink = 2;
+    } else {
+      st.st_mode = S_IFREG | 0644;
+      st.st_nlink = 1;
+      st.st_size = static_cast<off_t>(size_);
+    }
+    return st;
+  }
 
-void OnWrite(fuse_req_t req, fuse_ino_t, const char*, size_t size, off_t,
-             fuse_file_info*) {
-  fuse_reply_write(req, size);
-}
+  const uint64_t size_;
+};
 
-void OnFsync(fuse_req_t req, fuse_ino_t, int, fuse_file_info*) {
-  fuse_reply_err(req, 0);
+int Usage() {
+  std::fprintf(stderr,
+               "usage: fuse_floor MOUNTPOINT SIZE_BYTES [classic|uring "
+               "[QUEUE_DEPTH]] (SIZE_BYTES > 0)\n");
+  return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc < 3 || argc > 5) return Usage();
   char* end = nullptr;
-  if (argc != 3 || (g_size = std::strtoull(argv[2], &end, 10)) == 0 ||
-      *end != '\0') {
-    std::fprintf(stderr,
-                 "usage: fuse_floor MOUNTPOINT SIZE_BYTES (SIZE_BYTES > 0)\n");
-    return 2;
+  uint64_t size = std::strtoull(argv[2], &end, 10);
+  if (size == 0 || *end != '\0') return Usage();
+  channel::ServeOptions options;
+  options.mountpoint = argv[1];
+  options.mount_options = "fsname=fuse_floor,default_permissions";
+  if (geteuid() == 0) options.mount_options += ",allow_other";
+  options.fuse_io = channel::FuseIo::kClassic;
+  if (argc >= 4) {
+    auto io = channel::ParseFuseIo(argv[3]);
+    if (!io.ok() || *io == channel::FuseIo::kAuto) return Usage();
+    options.fuse_io = *io;
   }
-  fuse_lowlevel_ops ops;
-  std::memset(&ops, 0, sizeof(ops));
-  ops.init = OnInit;
-  ops.lookup = OnLookup;
-  ops.getattr = OnGetattr;
-  ops.open = OnOpen;
-  ops.read = OnRead;
-  ops.write = OnWrite;
-  ops.fsync = OnFsync;
-
-  std::string options = "fsname=fuse_floor,default_permissions";
-  if (geteuid() == 0) options += ",allow_other";
-  const char* args_v[] = {"fuse_floor", "-o", options.c_str()};
-  fuse_args args = FUSE_ARGS_INIT(3, const_cast<char**>(args_v));
-  fuse_session* session = fuse_session_new(&args, &ops, sizeof(ops), nullptr);
-  if (session == nullptr) return 1;
-  if (fuse_set_signal_handlers(session) != 0 ||
-      fuse_session_mount(session, argv[1]) != 0) {
-    std::fprintf(stderr, "fuse_floor: cannot mount on %s\n", argv[1]);
-    fuse_session_destroy(session);
+  if (argc == 5) {
+    unsigned long depth = std::strtoul(argv[4], &end, 10);
+    if (depth == 0 || depth > channel::kMaxUringQueueDepth || *end != '\0') {
+      return Usage();
+    }
+    options.queue_depth = static_cast<uint32_t>(depth);
+  }
+  if (options.fuse_io == channel::FuseIo::kUring) {
+    std::string note;
+    auto resolved = channel::ResolveFuseIo(channel::FuseIo::kUring, &note);
+    if (!resolved.ok()) {
+      std::fprintf(stderr, "fuse_floor: %s\n",
+                   std::string(resolved.status().message()).c_str());
+      return 2;
+    }
+  }
+  FloorHandler handler(size);
+  absl::Status served = channel::Serve(options, &handler, {});
+  if (!served.ok()) {
+    std::fprintf(stderr, "fuse_floor: %s\n",
+                 std::string(served.message()).c_str());
     return 1;
   }
-  fuse_loop_config* config = fuse_loop_cfg_create();
-  fuse_loop_cfg_set_clone_fd(config, 1);
-  fuse_loop_cfg_set_max_threads(config, kWorkers);
-  int rc = fuse_session_loop_mt(session, config);
-  fuse_loop_cfg_destroy(config);
-  fuse_session_unmount(session);
-  fuse_remove_signal_handlers(session);
-  fuse_session_destroy(session);
-  return rc < 0 ? 1 : 0;
+  return 0;
 }

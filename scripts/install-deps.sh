@@ -13,7 +13,7 @@ packages=(
   libbenchmark-dev
   fio
   python3          # examples/pvlab.py, bench/compare, bench/experiments, tests/bench
-  qemu-system-common  # qemu-storage-daemon: the FUSE export bench/compare measures against
+  qemu-system-common  # qemu-storage-daemon: bench/compare's peer, and the image-lock tests
   gnuplot-nox      # the PNG plots of bench/experiments
 )
 

@@ -84,15 +84,19 @@ class Native(Target):
 
 
 class PvdiskMount(Target):
-    """`pvdisk mount MNT --disk IMAGE FLAGS`; fio runs on MNT/<image name>.
-    A mount that pvdisk refuses raises BenchError with status 2 (its flags
-    were wrong) and leaves nothing mounted."""
+    """`pvdisk mount MNT --disk IMAGE,lock=off FLAGS`; fio runs on
+    MNT/<image name>. A lab keeps several targets of one image side by side
+    and runs fio on one at a time, so its mounts opt out of the image lock
+    (one writer per image) that would otherwise refuse the second. A mount
+    that pvdisk refuses raises BenchError with status 2 (its flags were
+    wrong) and leaves nothing mounted."""
     kind = "pvdisk"
 
     def __init__(self, pvdisk, image, mnt, flags):
         self.pvdisk, self.mnt, self.flags = pvdisk, mnt, list(flags)
         os.makedirs(mnt, exist_ok=True)
-        p = subprocess.run([pvdisk, "mount", mnt, "--disk", image] + self.flags,
+        p = subprocess.run([pvdisk, "mount", mnt, "--disk", image + ",lock=off"]
+                           + self.flags,
                            text=True, capture_output=True)
         if p.returncode != 0:
             raise BenchError("pvdisk mount %s refused: %s"
@@ -150,17 +154,19 @@ class PvdiskMount(Target):
 
 
 class FuseFloor(Target):
-    """bench/fuse_floor: a trivial libfuse server (zeros for reads, writes
-    acknowledged, answered inline by the worker that read them) with
-    pvdisk's FUSE settings. What FUSE alone costs on this machine: the
-    ceiling for pvdisk --engine null. No counters."""
+    """bench/fuse_floor: a trivial server on pvdisk's FUSE layer (zeros for
+    reads, writes acknowledged, answered inline by the channel thread that
+    read them) with pvdisk's FUSE settings, on channel `io` (classic or
+    uring). What FUSE alone costs on this machine: the ceiling for pvdisk
+    --engine null. No counters."""
     kind = "floor"
 
-    def __init__(self, program, mnt, size):
+    def __init__(self, program, mnt, size, io="classic"):
         self.mnt = os.path.abspath(mnt)
+        self.io = io
         os.makedirs(self.mnt, exist_ok=True)
         self.file = os.path.join(self.mnt, "disk")
-        self.process = subprocess.Popen([program, self.mnt, str(size)],
+        self.process = subprocess.Popen([program, self.mnt, str(size), io],
                                         stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True)
         if not wait_until(lambda: mounted_under(self.mnt)
@@ -184,7 +190,9 @@ class FuseFloor(Target):
 class QsdExport(Target):
     """qemu-storage-daemon exporting the image over FUSE onto a file, as
     BENCHMARKING.md's peer. Paths are absolute: the daemon changes to / and
-    could not unmount a relative mountpoint when it stops."""
+    could not unmount a relative mountpoint when it stops. locking=off, as
+    the lab's pvdisk mounts take no lock: they share the image side by
+    side."""
     kind = "qsd"
 
     def __init__(self, image, file):
@@ -192,7 +200,8 @@ class QsdExport(Target):
         pidfile = self.file + ".pid"
         open(self.file, "w").close()
         cmd = ["qemu-storage-daemon", "--blockdev",
-               "driver=file,node-name=f,filename=%s,aio=io_uring,cache.direct=on"
+               "driver=file,node-name=f,filename=%s,aio=io_uring,cache.direct=on,"
+               "locking=off"
                % os.path.abspath(image),
                "--export", "type=fuse,id=e,node-name=f,mountpoint=%s,writable=on"
                % self.file, "--daemonize", "--pidfile", pidfile]
@@ -259,11 +268,12 @@ class Lab:
         mnt = os.path.join(self.dir, "mnt%d" % len(self.targets))
         return self._keep(PvdiskMount(self.pvdisk, self.image, mnt, flags))
 
-    def floor(self):
-        """A bench/fuse_floor mount as large as the image."""
+    def floor(self, io="classic"):
+        """A bench/fuse_floor mount as large as the image, on FUSE channel
+        `io` (classic or uring)."""
         program = os.path.join(self.build, "bench", "targets", "fuse_floor")
         mnt = os.path.join(self.dir, "floor%d" % len(self.targets))
-        return self._keep(FuseFloor(program, mnt, self.size))
+        return self._keep(FuseFloor(program, mnt, self.size, io))
 
     def qsd(self):
         """A qemu-storage-daemon FUSE export of the image."""

@@ -1,7 +1,7 @@
 // Starting pvdisk's own threads. They never take process signals: SIGINT and
-// SIGTERM must reach the thread running the FUSE loop (libfuse 3.14 wakes its
-// loop only through the signal interrupting that thread), so every other
-// thread is created with all signals blocked, as libfuse does for its workers.
+// SIGTERM must reach the thread that serves the mount (it takes them through
+// a signalfd, see fuse/channel/server.h), so every other thread is created
+// with all signals blocked; a thread that needs one unblocks it itself.
 // Each gets a name (at most 15 characters) that top, ps -L and perf show.
 #pragma once
 

@@ -14,13 +14,15 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
   spec.path = parts[0];
   if (spec.path.empty()) {
     return absl::InvalidArgumentError(
-        "--disk needs an image path: --disk PATH[,ro][,size=SIZE]"
+        "--disk needs an image path: --disk PATH[,ro][,lock=off][,size=SIZE]"
         "[,eio=SECTOR[+COUNT]]");
   }
   for (size_t i = 1; i < parts.size(); ++i) {
     const std::string& option = parts[i];
     if (option == "ro") {
       spec.read_only = true;
+    } else if (option == "lock=off" || option == "lock=on") {
+      spec.lock = option == "lock=on";
     } else if (option.rfind("size=", 0) == 0) {
       absl::StatusOr<uint64_t> size = ParseSize(option.substr(5));
       if (!size.ok()) {
@@ -56,8 +58,8 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("--disk ", text, ": unknown option '", option,
-                       "'; allowed: ro, size=SIZE, eio=SECTOR[+COUNT], "
-                       "engine_fail=N (test only)"));
+                       "'; allowed: ro, lock=on|off, size=SIZE, "
+                       "eio=SECTOR[+COUNT], engine_fail=N (test only)"));
     }
   }
   return spec;

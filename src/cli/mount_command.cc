@@ -1,5 +1,6 @@
 // pvdisk mount MOUNTPOINT --disk IMAGE [--disk IMAGE ...] [--ring-size N]
-//              [--engine uring|sync|null] [--foreground]
+//              [--engine uring|sync|null] [--allow-other] [--max-memory SIZE]
+//              [--foreground]
 //
 // Everything a user can get wrong is checked before anything is created or
 // mounted. Without --foreground the command forks a daemon and returns once
@@ -23,11 +24,15 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/disk_arg.h"
+#include "cli/fuse_conf.h"
 #include "cli/mount_table.h"
+#include "fuse/channel/uring_channel.h"
+#include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
 #include "fuse/filesystem.h"
 #include "io/engine_factory.h"
 #include "io/image_file.h"
+#include "transport/memory_budget.h"
 #include "transport/transport.h"
 
 namespace pvdisk::cli {
@@ -41,16 +46,20 @@ struct MountConfig {
   std::vector<std::string> names;     // file names in the mount
   fuse::DiskOptions options;
   unsigned fuse_threads = fuse::kDefaultFuseThreads;
+  fuse::FuseChannelOptions channel;  // --fuse-io as asked (resolved later)
+  bool allow_other = false;
   bool foreground = false;
 };
 
 const std::vector<FlagSpec>& MountFlags() {
   static const std::vector<FlagSpec> specs = {
-      {"disk", true, true, "PATH[,ro][,size=SIZE][,eio=SECTOR[+N]]", "",
-       "an image to serve; ro = read-only, size = expected size, eio = fail "
-       "I/O on those 512-byte sectors (fault injection); engine_fail=N "
-       "(test only) = the I/O engine fails as a whole at the N-th "
-       "submission, once"},
+      {"disk", true, true, "PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+N]]",
+       "",
+       "an image to serve; ro = read-only, lock=off = take no image lock "
+       "(by default a read-write disk refuses an image another pvdisk or "
+       "QEMU uses), size = expected size, eio = fail I/O on those 512-byte "
+       "sectors (fault injection); engine_fail=N (test only) = the I/O "
+       "engine fails as a whole at the N-th submission, once"},
       {"frontend", true, false, "blkif|virtio", "blkif",
        "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue"},
       {"ring-size", true, false, "N", absl::StrCat(transport::kDefaultRingSize),
@@ -104,6 +113,21 @@ const std::vector<FlagSpec>& MountFlags() {
        absl::StrCat("FUSE worker threads reading requests from /dev/fuse: 1 "
                     "to ",
                     fuse::kMaxFuseThreads)},
+      {"fuse-io", true, false, "auto|uring|classic", "auto",
+       "how FUSE requests arrive: through io_uring, one queue per CPU "
+       "(kernel 6.14+), or by read()/write() on /dev/fuse; auto takes uring "
+       "where the kernel offers it (as root it switches the fuse module's "
+       "enable_uring on) and classic elsewhere"},
+      {"fuse-queue-depth", true, false, "N",
+       absl::StrCat(fuse::channel::kDefaultUringQueueDepth),
+       absl::StrCat("FUSE requests each uring queue holds at once: 1 to ",
+                    fuse::channel::kMaxUringQueueDepth)},
+      {"allow-other", false, false, "", "",
+       "let users other than the one mounting reach the mount; the kernel "
+       "still checks each file's owner and mode (those of its image)"},
+      {"max-memory", true, false, "SIZE", "a quarter of RAM",
+       "refuse a configuration whose shared rings, data pages and io_uring "
+       "rings would take more than SIZE (e.g. 2G)"},
       {"foreground", false, false, "", "",
        "serve in this process until unmounted or interrupted"},
       {"help", false, false, "", "", "show this help"},
@@ -292,6 +316,52 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
                           number("fuse-threads", fuse::kDefaultFuseThreads, 1,
                                  fuse::kMaxFuseThreads));
   config->fuse_threads = static_cast<unsigned>(fuse_threads);
+  PVDISK_ASSIGN_OR_RETURN(
+      config->channel.fuse_io,
+      fuse::channel::ParseFuseIo(parsed.Get("fuse-io", "auto")));
+  PVDISK_ASSIGN_OR_RETURN(
+      uint64_t queue_depth,
+      number("fuse-queue-depth", fuse::channel::kDefaultUringQueueDepth, 1,
+             fuse::channel::kMaxUringQueueDepth));
+  config->channel.queue_depth = static_cast<uint32_t>(queue_depth);
+  // Each channel has its own thread setting; asking for the other one's is
+  // a mistake. --fuse-threads under auto asks for the classic channel.
+  if (parsed.Has("fuse-threads")) {
+    if (config->channel.fuse_io == fuse::channel::FuseIo::kUring) {
+      return absl::InvalidArgumentError(
+          "--fuse-threads sets the /dev/fuse workers of --fuse-io classic; "
+          "--fuse-io uring has one queue per CPU (see --fuse-queue-depth)");
+    }
+    config->channel.fuse_io = fuse::channel::FuseIo::kClassic;
+  }
+  if (parsed.Has("fuse-queue-depth") &&
+      config->channel.fuse_io == fuse::channel::FuseIo::kClassic) {
+    return absl::InvalidArgumentError(
+        "--fuse-queue-depth sets the io_uring queues of --fuse-io uring (or "
+        "auto); --fuse-io classic has none (see --fuse-threads)");
+  }
+
+  uint64_t budget = transport::DefaultMemoryBudget();
+  if (parsed.Has("max-memory")) {
+    absl::StatusOr<uint64_t> size = ParseSize(parsed.Get("max-memory", ""));
+    if (!size.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max-memory: ", size.status().message()));
+    }
+    budget = *size;
+  }
+  PVDISK_RETURN_IF_ERROR(transport::CheckMemoryBudget(
+      transport, config->options.engine == io::EngineKind::kUring,
+      static_cast<uint32_t>(config->disks.size()), budget));
+
+  config->allow_other = parsed.Has("allow-other");
+  if (config->allow_other && geteuid() != 0 &&
+      !FuseConfAllowsOther(kFuseConfPath)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--allow-other needs 'user_allow_other' in ", kFuseConfPath,
+        " when not run as root (ask an administrator to add that line), or "
+        "mount without --allow-other so that only you reach the mount"));
+  }
   config->foreground = parsed.Has("foreground");
   return absl::OkStatus();
 }
@@ -331,7 +401,8 @@ int Serve(const MountConfig& config, int ready_fd) {
     disks.push_back(std::move(*disk));
   }
   for (auto& disk : disks) disk->Start();
-  fuse::Filesystem filesystem(std::move(disks), config.fuse_threads);
+  fuse::Filesystem filesystem(std::move(disks), config.fuse_threads,
+                              config.allow_other, config.channel);
   bool mounted = false;
   absl::Status served = filesystem.MountAndServe(config.mountpoint, [&] {
     mounted = true;
@@ -387,6 +458,22 @@ int RunMount(const std::vector<std::string>& args) {
     PrintError(std::string(checked.message()));
     return kExitUsage;
   }
+  // Resolved before forking, so that the mount message can say what
+  // happened and `uring` on a kernel without it fails before anything runs.
+  std::string fuse_io_note;
+  absl::StatusOr<fuse::channel::FuseIo> fuse_io =
+      fuse::channel::ResolveFuseIo(config.channel.fuse_io, &fuse_io_note);
+  if (!fuse_io.ok()) {
+    PrintError(std::string(fuse_io.status().message()));
+    return kExitUsage;
+  }
+  config.channel.fuse_io = *fuse_io;
+  config.options.fuse_io = std::string(fuse::channel::FuseIoName(*fuse_io));
+  if (*fuse_io == fuse::channel::FuseIo::kUring) {
+    config.options.fuse_queues = fuse::channel::PossibleCpus();
+    config.options.fuse_queue_depth = config.channel.queue_depth;
+  }
+  if (!fuse_io_note.empty()) std::printf("pvdisk: %s\n", fuse_io_note.c_str());
   if (config.foreground) return Serve(config, -1);
 
   int pipe_fds[2];

@@ -10,6 +10,7 @@
 #include "base/log.h"
 #include "base/size.h"
 #include "base/status_macros.h"
+#include "io/image_lock.h"
 
 namespace pvdisk::fuse {
 namespace {
@@ -38,6 +39,13 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
   PVDISK_ASSIGN_OR_RETURN(
       disk->image_,
       io::ImageFile::Open(spec.path, spec.read_only, want_direct));
+  // Locked before anything else is built, so that a refused mount creates
+  // nothing; held as long as the image stays open.
+  if (spec.lock) {
+    PVDISK_RETURN_IF_ERROR(
+        io::LockImage(disk->image_->fd(), spec.path, spec.read_only));
+    disk->locked_ = true;
+  }
   if (spec.expected_size && *spec.expected_size != disk->image_->size_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--disk ", spec.path, ",size=", FormatSize(*spec.expected_size),
@@ -78,21 +86,34 @@ void Disk::Start() { transport_->Start(); }
 void Disk::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // First everything DiskIo accepted: an operation that has not reached a
+  // queue yet (an unaligned write waiting behind another one, or between its
+  // read and its write) would otherwise submit to a queue already drained,
+  // or stopped, and never be answered. Only then may the queues drain one
+  // after another and stop. (Before Start() nothing can be in flight.)
+  operations_.WaitForZero();
   // Open() may have failed half-way: only what exists is shut down.
   if (transport_) transport_->Shutdown();
   if (image_ && !image_->read_only() && fdatasync(image_->fd()) != 0) {
     LogInfo("fdatasync of %s failed: %s", image_->path(), strerror(errno));
   }
+  // Free the image for the next user as soon as its data is durable.
+  if (locked_) io::UnlockImage(image_->fd());
 }
 
 stats::DiskReport Disk::Report() const {
   const transport::TransportOptions& t = transport_->options();
+  uint64_t shared_bytes = 0;
+  for (size_t q = 0; q < transport_->queue_count(); ++q) {
+    shared_bytes += transport_->queue(q).region_bytes();
+  }
   stats::DiskReport report;
   report.name = name_;
   report.config = {
       {"image", image_->path()},
       {"size", absl::StrCat(image_->size_bytes())},
       {"read_only", image_->read_only() ? "yes" : "no"},
+      {"lock", locked_ ? "on" : "off"},
       {"frontend", std::string(transport_->queue(0).protocol().name())},
       {"queues", absl::StrCat(t.queues)},
       {"queue_map", std::string(transport::QueueMapName(t.queue_map))},
@@ -101,6 +122,7 @@ stats::DiskReport Disk::Report() const {
       {"ring_pages", absl::StrCat(transport_->queue(0).ring_pages())},
       {"max_segments", absl::StrCat(t.queue.max_segments)},
       {"pool_pages", absl::StrCat(transport_->queue(0).pool_pages())},
+      {"shared_bytes", absl::StrCat(shared_bytes)},
       {"persistent", t.queue.persistent ? "on" : "off"},
       {"notify", t.queue.notify == transport::NotifyMode::kEventIdx
                      ? "event-idx"
@@ -120,6 +142,13 @@ stats::DiskReport Disk::Report() const {
            : absl::StrCat(t.backend.engine_max_inflight)},
       {"engine_mode", std::string(transport_->engine_mode())},
       {"fixed_buffers", transport_->uses_fixed_buffers() ? "yes" : "no"},
+      {"fuse_io", options_.fuse_io},
+      {"fuse_queues", options_.fuse_queues == 0
+                          ? std::string("none")
+                          : absl::StrCat(options_.fuse_queues, "x",
+                                         options_.fuse_queue_depth)},
+      // Where the backend side of each queue runs: its own thread(s).
+      {"placement", "backend-thread"},
   };
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     report.queues.push_back(transport_->queue(q).stats().Snapshot());

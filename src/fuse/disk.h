@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "fuse/operations_in_flight.h"
 #include "io/engine_factory.h"
 #include "io/image_file.h"
 #include "stats/render.h"
@@ -25,6 +26,8 @@ struct DiskSpec {
   // ",engine_fail=N" (test only): the engine fails as a whole at the N-th
   // submission.
   std::optional<uint64_t> engine_fail;
+  // ",lock=off" clears it: take no image lock (see io/image_lock.h).
+  bool lock = true;
 };
 
 // Settings shared by every disk of a mount.
@@ -34,6 +37,11 @@ struct DiskOptions {
   // per-disk fields (queue.name, queue.disk_sectors, queue.read_only) are
   // filled in by Disk::Open.
   transport::TransportOptions transport;
+  // How FUSE requests reach the disks, for the stats header: "classic" or
+  // "uring" with its queues (one per possible CPU) and their depth.
+  std::string fuse_io = "classic";
+  uint32_t fuse_queues = 0;
+  uint32_t fuse_queue_depth = 0;
 };
 
 class Disk {
@@ -47,18 +55,27 @@ class Disk {
 
   // Starts the queue threads.
   void Start();
-  // Waits for all I/O to finish, stops the threads, and makes what was
-  // written durable (fdatasync). Idempotent.
+  // Waits for every operation DiskIo has accepted to be answered (including
+  // writes still waiting for the write order and read-modify-writes between
+  // their read and their write), then for the queues to drain, stops the
+  // threads, and makes what was written durable (fdatasync). Idempotent.
+  // Call it only once nothing can start new operations (the FUSE loop has
+  // ended).
   void Shutdown();
 
   const std::string& name() const { return name_; }
   uint64_t size_bytes() const { return image_->size_bytes(); }
   bool read_only() const { return image_->read_only(); }
+  // The image's owner, group, mode and times when it was opened.
+  const struct stat& image_stat() const { return image_->stat_at_open(); }
 
   // The queue for a request starting at `sector` (the --queue-map policy).
   transport::Queue& QueueFor(uint64_t sector) {
     return transport_->QueueFor(sector);
   }
+
+  // What DiskIo counts, so that Shutdown can wait for it.
+  OperationsInFlight& operations() { return operations_; }
 
   stats::DiskReport Report() const;
   void ResetStats();
@@ -69,7 +86,9 @@ class Disk {
   std::string name_;
   DiskOptions options_;
   std::unique_ptr<io::ImageFile> image_;
+  bool locked_ = false;
   std::unique_ptr<transport::Transport> transport_;
+  OperationsInFlight operations_;
   bool shut_down_ = false;
 };
 

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "transport/block_io.h"
@@ -75,77 +76,116 @@ struct DiskIo::ReadModifyWrite {
   std::unique_ptr<uint8_t[]> buffer;  // the whole sectors, new data in place
   Done done;
   transport::Queue* queue;  // where all its parts go
+  WriteOrder::Hold hold;    // set when WriteOrder lets it start
 };
+
+void DiskIo::Finish(const Done& done, int64_t result) {
+  done(result);
+  disk_->operations().End();
+}
 
 void DiskIo::Read(transport::Queue& queue, uint64_t offset, uint64_t length,
                   ReadDone done) {
+  OperationsInFlight& operations = disk_->operations();
+  operations.Begin();
   uint64_t size = disk_->size_bytes();
   if (offset >= size || length == 0) {
     done(0, {});
+    operations.End();
     return;
   }
   length = std::min(length, size - offset);
   uint64_t first = offset / kSectorSize;
   uint64_t end = (offset + length + kSectorSize - 1) / kSectorSize;
   size_t skip = offset % kSectorSize;
-  Submit(queue, new CallbackIo(
-                    BlockOp::kRead, first, end - first,
-                    [skip, length, done = std::move(done)](
-                        int result, absl::Span<const DataPiece> pieces) {
-                      if (result < 0) {
-                        done(result, {});
-                        return;
-                      }
-                      // The caller wants `length` bytes from `skip` on.
-                      std::vector<iovec> iov;
-                      iov.reserve(pieces.size());
-                      size_t to_skip = skip;
-                      uint64_t wanted = length;
-                      for (const DataPiece& piece : pieces) {
-                        if (wanted == 0) break;
-                        if (to_skip >= piece.length) {
-                          to_skip -= piece.length;
-                          continue;
-                        }
-                        size_t take =
-                            std::min<uint64_t>(piece.length - to_skip, wanted);
-                        iov.push_back(iovec{
-                            const_cast<uint8_t*>(piece.data) + to_skip, take});
-                        wanted -= take;
-                        to_skip = 0;
-                      }
-                      done(static_cast<int64_t>(length), iov);
-                    }));
+  Submit(queue,
+         new CallbackIo(
+             BlockOp::kRead, first, end - first,
+             [skip, length, operations = &operations, done = std::move(done)](
+                 int result, absl::Span<const DataPiece> pieces) {
+               if (result < 0) {
+                 done(result, {});
+                 operations->End();
+                 return;
+               }
+               // The caller wants `length` bytes from `skip` on.
+               std::vector<iovec> iov;
+               iov.reserve(pieces.size());
+               size_t to_skip = skip;
+               uint64_t wanted = length;
+               for (const DataPiece& piece : pieces) {
+                 if (wanted == 0) break;
+                 if (to_skip >= piece.length) {
+                   to_skip -= piece.length;
+                   continue;
+                 }
+                 size_t take =
+                     std::min<uint64_t>(piece.length - to_skip, wanted);
+                 iov.push_back(
+                     iovec{const_cast<uint8_t*>(piece.data) + to_skip, take});
+                 wanted -= take;
+                 to_skip = 0;
+               }
+               done(static_cast<int64_t>(length), iov);
+               operations->End();
+             }));
 }
 
-void DiskIo::SubmitWrite(transport::Queue& queue, uint64_t first_sector,
-                         uint64_t sectors, const uint8_t* data,
-                         std::function<void(int)> done) {
-  auto* io = new CallbackIo(
-      BlockOp::kWrite, first_sector, sectors,
-      [done = std::move(done)](int result, absl::Span<const DataPiece>) {
-        done(result);
-      });
+void DiskIo::SubmitPlainWrite(transport::Queue& queue, BlockOp op,
+                              uint64_t first_sector, uint64_t sectors,
+                              const uint8_t* data,
+                              std::function<void(int)> done) {
+  // The common case: no RMW in these stripes, no lock, no copy.
+  if (std::optional<WriteOrder::Hold> hold =
+          write_order_.TryAcquireWrite(first_sector, sectors)) {
+    SubmitHeld(queue, op, *hold, data, std::move(done));
+    return;
+  }
+  // An RMW is near: this write may have to wait for it, after the caller's
+  // data has gone, so it waits with a copy.
+  std::shared_ptr<uint8_t[]> copy;
+  if (data != nullptr) {
+    copy.reset(new uint8_t[sectors * kSectorSize]);
+    std::memcpy(copy.get(), data, sectors * kSectorSize);
+  }
+  write_order_.AcquireWrite(first_sector, sectors,
+                            [this, &queue, op, copy, done = std::move(done)](
+                                const WriteOrder::Hold& hold) {
+                              SubmitHeld(queue, op, hold, copy.get(), done);
+                            });
+}
+
+void DiskIo::SubmitHeld(transport::Queue& queue, BlockOp op,
+                        const WriteOrder::Hold& hold, const uint8_t* data,
+                        std::function<void(int)> done) {
+  auto* io = new CallbackIo(op, hold.first, hold.count,
+                            [this, hold, done = std::move(done)](
+                                int result, absl::Span<const DataPiece>) {
+                              write_order_.Release(hold);
+                              done(result);
+                            });
   io->write_data = data;
   Submit(queue, io);
 }
 
 void DiskIo::Write(transport::Queue& queue, uint64_t offset,
                    const uint8_t* data, uint64_t length, Done done) {
+  disk_->operations().Begin();
   uint64_t size = disk_->size_bytes();
   if (offset > size || length > size - offset) {
-    done(-ENOSPC);
+    Finish(done, -ENOSPC);
     return;
   }
   if (length == 0) {
-    done(0);
+    Finish(done, 0);
     return;
   }
   if (offset % kSectorSize == 0 && length % kSectorSize == 0) {
-    SubmitWrite(queue, offset / kSectorSize, length / kSectorSize, data,
-                [length, done = std::move(done)](int result) {
-                  done(result < 0 ? result : static_cast<int64_t>(length));
-                });
+    SubmitPlainWrite(
+        queue, BlockOp::kWrite, offset / kSectorSize, length / kSectorSize,
+        data, [this, length, done = std::move(done)](int result) {
+          Finish(done, result < 0 ? result : static_cast<int64_t>(length));
+        });
     return;
   }
   // Unaligned: build the whole sectors in a private buffer now (the caller's
@@ -161,8 +201,12 @@ void DiskIo::Write(transport::Queue& queue, uint64_t offset,
   std::memcpy(rmw->buffer.get() + rmw->head, data, length);
   rmw->done = std::move(done);
   rmw->queue = &queue;
-  rmw_lock_.Acquire(rmw->first_sector, rmw->sectors,
-                    [this, rmw] { StartReadModifyWrite(rmw); });
+  write_order_.AcquireReadModifyWrite(
+      rmw->first_sector, rmw->sectors,
+      [this, rmw](const WriteOrder::Hold& hold) {
+        rmw->hold = hold;
+        StartReadModifyWrite(rmw);
+      });
 }
 
 void DiskIo::StartReadModifyWrite(ReadModifyWrite* rmw) {
@@ -181,16 +225,14 @@ void DiskIo::StartReadModifyWrite(ReadModifyWrite* rmw) {
   if (need_tail && !(need_head && last == rmw->first_sector)) {
     parts.push_back({last});
   }
-  auto* joiner = new Joiner(
-      static_cast<int>(parts.size()), 0, [this, rmw](int64_t result) {
-        if (result < 0) {
-          rmw_lock_.Release(rmw->first_sector, rmw->sectors);
-          rmw->done(result);
-          delete rmw;
-          return;
-        }
-        WriteBack(rmw);
-      });
+  auto* joiner = new Joiner(static_cast<int>(parts.size()), 0,
+                            [this, rmw](int64_t result) {
+                              if (result < 0) {
+                                FinishReadModifyWrite(rmw, result);
+                                return;
+                              }
+                              WriteBack(rmw);
+                            });
   for (const Part& part : parts) {
     Submit(queue,
            new CallbackIo(BlockOp::kRead, part.sector, 1,
@@ -216,28 +258,38 @@ void DiskIo::StartReadModifyWrite(ReadModifyWrite* rmw) {
 }
 
 void DiskIo::WriteBack(ReadModifyWrite* rmw) {
-  SubmitWrite(
-      *rmw->queue, rmw->first_sector, rmw->sectors, rmw->buffer.get(),
-      [this, rmw](int result) {
-        rmw_lock_.Release(rmw->first_sector, rmw->sectors);
-        rmw->done(result < 0 ? result : static_cast<int64_t>(rmw->length));
-        delete rmw;
+  auto* io = new CallbackIo(
+      BlockOp::kWrite, rmw->first_sector, rmw->sectors,
+      [this, rmw](int result, absl::Span<const DataPiece>) {
+        FinishReadModifyWrite(
+            rmw, result < 0 ? result : static_cast<int64_t>(rmw->length));
       });
+  io->write_data = rmw->buffer.get();
+  Submit(*rmw->queue, io);
+}
+
+void DiskIo::FinishReadModifyWrite(ReadModifyWrite* rmw, int64_t result) {
+  write_order_.Release(rmw->hold);
+  Done done = std::move(rmw->done);
+  delete rmw;
+  Finish(done, result);
 }
 
 void DiskIo::Flush(transport::Queue& queue, Done done) {
+  disk_->operations().Begin();
   Submit(queue, new CallbackIo(BlockOp::kFlush, 0, 0,
-                               [done = std::move(done)](
+                               [this, done = std::move(done)](
                                    int result, absl::Span<const DataPiece>) {
-                                 done(result);
+                                 Finish(done, result);
                                }));
 }
 
 void DiskIo::Zero(transport::Queue& queue, uint64_t offset, uint64_t length,
                   bool deallocate, Done done) {
+  disk_->operations().Begin();
   uint64_t size = disk_->size_bytes();
   if (offset >= size || length == 0) {
-    done(0);
+    Finish(done, 0);
     return;
   }
   length = std::min(length, size - offset);
@@ -271,14 +323,13 @@ void DiskIo::Zero(transport::Queue& queue, uint64_t offset, uint64_t length,
   }
   bool has_inner = inner_first < inner_end;
   auto* joiner = new Joiner(
-      static_cast<int>(edges.size()) + (has_inner ? 1 : 0), 0, std::move(done));
+      static_cast<int>(edges.size()) + (has_inner ? 1 : 0), 0,
+      [this, done = std::move(done)](int64_t result) { Finish(done, result); });
   if (has_inner) {
-    Submit(queue, new CallbackIo(
-                      deallocate ? BlockOp::kDiscard : BlockOp::kWriteZeroes,
-                      inner_first, inner_end - inner_first,
-                      [joiner](int result, absl::Span<const DataPiece>) {
-                        joiner->PartDone(result);
-                      }));
+    SubmitPlainWrite(queue,
+                     deallocate ? BlockOp::kDiscard : BlockOp::kWriteZeroes,
+                     inner_first, inner_end - inner_first, nullptr,
+                     [joiner](int result) { joiner->PartDone(result); });
   }
   for (const Edge& edge : edges) {
     Write(queue, edge.offset, kZeros, edge.length, [joiner](int64_t result) {

@@ -4,11 +4,16 @@
 //
 // - Reads at or past the end return 0 bytes; reads crossing it are cut short.
 // - Writes that would end past the end fail with -ENOSPC and change nothing.
-// - Unaligned writes become read-modify-write cycles, serialised per sector
-//   range by a RangeLock so that two of them never lose each other's bytes.
+// - Unaligned writes become read-modify-write (RMW) cycles. WriteOrder keeps
+//   every other write, discard or write-zeroes of their sectors out of the
+//   way while they run, so an RMW never writes old bytes back over newer
+//   ones (src/fuse/write_order.h).
 //
 // Every operation is asynchronous: it returns at once and calls `done`
-// exactly once, usually from the queue's completion thread.
+// exactly once, usually from the queue's completion thread. Each one counts
+// in the disk's OperationsInFlight from the call until `done` has returned,
+// so Disk::Shutdown can wait for all of them (even those waiting for the
+// write order) before it stops the queues.
 #pragma once
 
 #include <sys/uio.h>
@@ -18,7 +23,8 @@
 
 #include "absl/types/span.h"
 #include "fuse/disk.h"
-#include "fuse/range_lock.h"
+#include "fuse/write_order.h"
+#include "transport/block_io.h"
 
 namespace pvdisk::fuse {
 
@@ -54,12 +60,23 @@ class DiskIo {
   struct ReadModifyWrite;
   void StartReadModifyWrite(ReadModifyWrite* rmw);
   void WriteBack(ReadModifyWrite* rmw);
-  void SubmitWrite(transport::Queue& queue, uint64_t first_sector,
-                   uint64_t sectors, const uint8_t* data,
-                   std::function<void(int)> done);
+  void FinishReadModifyWrite(ReadModifyWrite* rmw, int64_t result);
+  // A plain (aligned) write, discard or write-zeroes of whole sectors, once
+  // WriteOrder lets it go; `done` gets the BlockIo's result.
+  // `data` (for kWrite) is needed only until the call returns.
+  void SubmitPlainWrite(transport::Queue& queue, transport::BlockOp op,
+                        uint64_t first_sector, uint64_t sectors,
+                        const uint8_t* data, std::function<void(int)> done);
+  // Submits a write whose WriteOrder hold it already has; releases the hold
+  // when the write completes, before `done`.
+  void SubmitHeld(transport::Queue& queue, transport::BlockOp op,
+                  const WriteOrder::Hold& hold, const uint8_t* data,
+                  std::function<void(int)> done);
+  // Calls `done` with `result`, then ends the operation's count.
+  void Finish(const Done& done, int64_t result);
 
   Disk* disk_;
-  RangeLock rmw_lock_;
+  WriteOrder write_order_;
 };
 
 }  // namespace pvdisk::fuse

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "fuse/channel/uring_channel.h"
+#include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
 #include "fuse/disk_io.h"
 
@@ -23,12 +25,22 @@ namespace pvdisk::fuse {
 inline constexpr unsigned kDefaultFuseThreads = 4;
 inline constexpr unsigned kMaxFuseThreads = 64;
 
+// Which FUSE channel serves the mount (see fuse/channel/server.h).
+struct FuseChannelOptions {
+  channel::FuseIo fuse_io = channel::FuseIo::kClassic;  // resolved
+  uint32_t queue_depth = channel::kDefaultUringQueueDepth;
+};
+
 class Filesystem {
  public:
   // Takes the disks, which must have been started. Does not mount.
-  // `fuse_threads`: 1 to kMaxFuseThreads.
+  // `fuse_threads`: 1 to kMaxFuseThreads. `allow_other`: let other users
+  // than the mounting one reach the mount (the kernel checks each file's
+  // owner and mode either way: default_permissions).
   explicit Filesystem(std::vector<std::unique_ptr<Disk>> disks,
-                      unsigned fuse_threads = kDefaultFuseThreads);
+                      unsigned fuse_threads = kDefaultFuseThreads,
+                      bool allow_other = false,
+                      const FuseChannelOptions& channel = {});
   ~Filesystem();
 
   // Mounts at `mountpoint` and serves requests until the filesystem is
@@ -52,6 +64,8 @@ class Filesystem {
   std::vector<std::unique_ptr<Disk>> disks_;
   std::vector<std::unique_ptr<DiskIo>> disk_ios_;
   const unsigned fuse_threads_;
+  const bool allow_other_;
+  const FuseChannelOptions channel_;
 };
 
 }  // namespace pvdisk::fuse

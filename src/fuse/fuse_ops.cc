@@ -9,10 +9,13 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/ascii.h"
+#include "fuse/attributes.h"
 #include "fuse/filesystem.h"
 #include "fuse/inodes.h"
 #include "stats/counters.h"
@@ -20,20 +23,13 @@
 namespace pvdisk::fuse {
 namespace {
 
+using protocol::Reply;
+using protocol::Request;
 using stats::Counter;
 
 // Disks never change size, so the kernel may cache their attributes.
 constexpr double kDiskAttrTimeout = 60.0;
 constexpr double kStatsAttrTimeout = 1.0;
-// The most a single FUSE request carries (max_write, and max_pages = 256).
-constexpr unsigned kMaxRequestBytes = 1 << 20;
-// Far above the kernel's default of 12, which alone caps an iodepth-32 job
-// at 12 requests in flight (reference/fuse.md §2.1).
-constexpr unsigned kMaxBackground = 4096;
-
-Filesystem& Fs(fuse_req_t req) {
-  return *static_cast<Filesystem*>(fuse_req_userdata(req));
-}
 
 const timespec& MountTime() {
   static const timespec now = [] {
@@ -45,186 +41,66 @@ const timespec& MountTime() {
 }
 
 // Index of the disk behind `ino`, or -1.
-long DiskIndex(Filesystem& fs, fuse_ino_t ino) {
+long DiskIndex(Filesystem& fs, uint64_t ino) {
   if (ino < kFirstDiskInode) return -1;
-  size_t index = ino - kFirstDiskInode;
+  uint64_t index = ino - kFirstDiskInode;
   return index < fs.disk_count() ? static_cast<long>(index) : -1;
 }
 
-bool Attributes(Filesystem& fs, fuse_ino_t ino, struct stat* st,
+bool IsStatsInode(uint64_t ino) {
+  return ino == kStatsInode || ino == kStatsJsonInode;
+}
+
+// The attributes of `ino` (see attributes.h for who may do what) and how
+// long the kernel may cache them; false if there is no such inode.
+bool Attributes(Filesystem& fs, uint64_t ino, struct stat* st,
                 double* timeout) {
-  std::memset(st, 0, sizeof(*st));
-  st->st_ino = ino;
-  st->st_uid = getuid();
-  st->st_gid = getgid();
-  st->st_atim = st->st_mtim = st->st_ctim = MountTime();
-  st->st_blksize = 4096;
+  static const MountOwner owner = CurrentMountOwner();
+  std::vector<const Disk*> disks;
+  for (size_t i = 0; i < fs.disk_count(); ++i) disks.push_back(&fs.disk(i));
+  Node node = Node::kDisk;
+  const Disk* disk = nullptr;
   *timeout = kStatsAttrTimeout;
   if (ino == kRootInode) {
-    st->st_mode = S_IFDIR | 0755;
-    st->st_nlink = 2;
-    return true;
+    node = Node::kRoot;
+  } else if (ino == kStatsInode) {
+    node = Node::kStats;
+  } else if (ino == kStatsJsonInode) {
+    node = Node::kStatsJson;
+  } else {
+    long index = DiskIndex(fs, ino);
+    if (index < 0) return false;
+    disk = &fs.disk(index);
+    *timeout = kDiskAttrTimeout;
   }
-  if (ino == kStatsInode || ino == kStatsJsonInode) {
-    // Size 0: the contents are made at open; direct_io makes readers read
-    // until they get 0 bytes, as with /proc files.
-    st->st_mode = S_IFREG | (ino == kStatsInode ? 0644 : 0444);
-    st->st_nlink = 1;
-    return true;
-  }
-  long index = DiskIndex(fs, ino);
-  if (index < 0) return false;
-  Disk& disk = fs.disk(index);
-  st->st_mode = S_IFREG | (disk.read_only() ? 0444 : 0644);
-  st->st_nlink = 1;
-  st->st_size = static_cast<off_t>(disk.size_bytes());
-  st->st_blocks = static_cast<blkcnt_t>(disk.size_bytes() / 512);
-  *timeout = kDiskAttrTimeout;
+  FillAttributes(node, disk, disks, owner, MountTime(), st);
+  st->st_ino = ino;
   return true;
 }
 
-void ReplyEntry(fuse_req_t req, Filesystem& fs, fuse_ino_t ino) {
-  fuse_entry_param entry;
-  std::memset(&entry, 0, sizeof(entry));
-  double timeout;
-  if (!Attributes(fs, ino, &entry.attr, &timeout)) {
-    fuse_reply_err(req, ENOENT);
-    return;
-  }
-  entry.ino = ino;
-  entry.attr_timeout = timeout;
-  entry.entry_timeout = timeout;
-  fuse_reply_entry(req, &entry);
-}
-
-void OnInit(void*, fuse_conn_info* conn) {
-  conn->max_write = kMaxRequestBytes;
-  conn->max_read = 0;  // no limit beyond max_pages
-  conn->max_background = kMaxBackground;
-  conn->congestion_threshold = kMaxBackground * 3 / 4;
-  // One read() per request is cheaper than splice + read for small requests,
-  // and we copy WRITE data into the ring's pages anyway.
-  conn->want &= ~FUSE_CAP_SPLICE_READ;
-  conn->want &= ~FUSE_CAP_SPLICE_WRITE;
-  conn->want &= ~FUSE_CAP_SPLICE_MOVE;
-  conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
-  if (conn->capable & FUSE_CAP_ASYNC_DIO) conn->want |= FUSE_CAP_ASYNC_DIO;
-}
-
-void OnLookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
-  Filesystem& fs = Fs(req);
-  if (parent != kRootInode) {
-    fuse_reply_err(req, ENOENT);
-    return;
-  }
-  std::string_view wanted(name);
-  if (wanted == kStatsName) return ReplyEntry(req, fs, kStatsInode);
-  if (wanted == kStatsJsonName) return ReplyEntry(req, fs, kStatsJsonInode);
-  for (size_t i = 0; i < fs.disk_count(); ++i) {
-    if (fs.disk(i).name() == wanted) return ReplyEntry(req, fs, DiskInode(i));
-  }
-  fuse_reply_err(req, ENOENT);
-}
-
-void OnGetattr(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+void ReplyEntry(Reply reply, Filesystem& fs, uint64_t ino) {
   struct stat st;
   double timeout;
-  if (!Attributes(Fs(req), ino, &st, &timeout)) {
-    fuse_reply_err(req, ENOENT);
-    return;
-  }
-  fuse_reply_attr(req, &st, timeout);
+  if (!Attributes(fs, ino, &st, &timeout)) return reply.Error(ENOENT);
+  reply.Struct(protocol::EntryOut(ino, st, timeout));
 }
 
-void OnSetattr(fuse_req_t req, fuse_ino_t ino, struct stat* attr, int to_set,
-               fuse_file_info*) {
-  Filesystem& fs = Fs(req);
-  if (to_set & FUSE_SET_ATTR_SIZE) {
-    long index = DiskIndex(fs, ino);
-    // A disk keeps its size; truncating the stats file (echo reset > stats
-    // opens it with O_TRUNC) is a no-op.
-    bool same_size = index >= 0 && static_cast<uint64_t>(attr->st_size) ==
-                                       fs.disk(index).size_bytes();
-    bool stats_truncate = ino == kStatsInode && attr->st_size == 0;
-    if (!same_size && !stats_truncate) {
-      fuse_reply_err(req, index >= 0 ? EINVAL : EACCES);
-      return;
-    }
-  }
-  // Owner, mode and time changes are accepted and ignored: the attributes
-  // describe the disk, not a file that keeps them.
-  OnGetattr(req, ino, nullptr);
+void ReplyAttr(Reply reply, Filesystem& fs, uint64_t ino) {
+  struct stat st;
+  double timeout;
+  if (!Attributes(fs, ino, &st, &timeout)) return reply.Error(ENOENT);
+  reply.Struct(protocol::AttrOut(st, timeout));
 }
 
-void OnReaddir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
-               fuse_file_info*) {
-  Filesystem& fs = Fs(req);
-  if (ino != kRootInode) {
-    fuse_reply_err(req, ENOTDIR);
-    return;
-  }
-  struct Entry {
-    std::string name;
-    fuse_ino_t ino;
-  };
-  std::vector<Entry> entries = {{".", kRootInode},
-                                {"..", kRootInode},
-                                {kStatsName, kStatsInode},
-                                {kStatsJsonName, kStatsJsonInode}};
-  for (size_t i = 0; i < fs.disk_count(); ++i) {
-    entries.push_back({fs.disk(i).name(), DiskInode(i)});
-  }
-  std::string buffer(size, '\0');
-  size_t used = 0;
-  for (size_t i = static_cast<size_t>(offset); i < entries.size(); ++i) {
-    struct stat st;
-    double timeout;
-    Attributes(fs, entries[i].ino, &st, &timeout);
-    size_t need = fuse_add_direntry(req, buffer.data() + used, size - used,
-                                    entries[i].name.c_str(), &st,
-                                    static_cast<off_t>(i + 1));
-    if (need > size - used) break;
-    used += need;
-  }
-  fuse_reply_buf(req, buffer.data(), used);
+// A reply that ends an I/O with only a status.
+void ReplyStatus(Reply& reply, int64_t result) {
+  reply.Error(result < 0 ? static_cast<int>(-result) : 0);
 }
 
-void OnOpen(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  Filesystem& fs = Fs(req);
-  int access = fi->flags & O_ACCMODE;
-  fi->direct_io = 1;
-  fi->keep_cache = 0;
-  if (ino == kStatsInode || ino == kStatsJsonInode) {
-    if (ino == kStatsJsonInode && access != O_RDONLY) {
-      fuse_reply_err(req, EACCES);
-      return;
-    }
-    // Snapshot at open, so one reader sees one consistent table.
-    auto* contents =
-        new std::string(ino == kStatsInode ? fs.StatsText() : fs.StatsJson());
-    fi->fh = reinterpret_cast<uint64_t>(contents);
-    fi->nonseekable = 0;
-    fuse_reply_open(req, fi);
-    return;
-  }
-  long index = DiskIndex(fs, ino);
-  if (index < 0) {
-    fuse_reply_err(req, ino == kRootInode ? EISDIR : ENOENT);
-    return;
-  }
-  if (access != O_RDONLY && fs.disk(index).read_only()) {
-    fuse_reply_err(req, EROFS);
-    return;
-  }
-  fi->fh = 0;
-  fuse_reply_open(req, fi);
-}
-
-void OnRelease(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
-  if (ino == kStatsInode || ino == kStatsJsonInode) {
-    delete reinterpret_cast<std::string*>(fi->fh);
-  }
-  fuse_reply_err(req, 0);
+// DiskIo's callbacks are std::functions, which must be copyable; the Reply
+// they answer is move-only, so they share it.
+std::shared_ptr<Reply> Share(Reply reply) {
+  return std::make_shared<Reply>(std::move(reply));
 }
 
 uint64_t NowNanos() {
@@ -234,179 +110,220 @@ uint64_t NowNanos() {
           .count());
 }
 
-void OnRead(fuse_req_t req, fuse_ino_t ino, size_t size, off_t offset,
-            fuse_file_info* fi) {
-  Filesystem& fs = Fs(req);
-  if (ino == kStatsInode || ino == kStatsJsonInode) {
-    const std::string& contents = *reinterpret_cast<std::string*>(fi->fh);
-    size_t from = std::min(static_cast<size_t>(offset), contents.size());
-    size_t count = std::min(size, contents.size() - from);
-    fuse_reply_buf(req, contents.data() + from, count);
-    return;
+}  // namespace
+
+void FilesystemHandler::Lookup(const Request& request, Reply reply) {
+  if (request.nodeid != kRootInode) return reply.Error(ENOENT);
+  std::string_view wanted = request.name;
+  if (wanted == kStatsName)
+    return ReplyEntry(std::move(reply), fs_, kStatsInode);
+  if (wanted == kStatsJsonName) {
+    return ReplyEntry(std::move(reply), fs_, kStatsJsonInode);
   }
-  long index = DiskIndex(fs, ino);
-  if (index < 0 || offset < 0) {
-    fuse_reply_err(req, index < 0 ? ENOENT : EINVAL);
-    return;
+  for (size_t i = 0; i < fs_.disk_count(); ++i) {
+    if (fs_.disk(i).name() == wanted) {
+      return ReplyEntry(std::move(reply), fs_, DiskInode(i));
+    }
   }
-  transport::Queue& queue =
-      fs.disk(index).QueueFor(static_cast<uint64_t>(offset) / 512);
+  reply.Error(ENOENT);
+}
+
+void FilesystemHandler::Getattr(const Request& request, Reply reply) {
+  ReplyAttr(std::move(reply), fs_, request.nodeid);
+}
+
+void FilesystemHandler::Setattr(const Request& request, Reply reply) {
+  uint64_t ino = request.nodeid;
+  if (request.setattr.valid & abi::kFattrSize) {
+    uint64_t size = request.setattr.size;
+    long index = DiskIndex(fs_, ino);
+    // A disk keeps its size; truncating the stats file is a no-op.
+    bool same_size = index >= 0 && size == fs_.disk(index).size_bytes();
+    bool stats_truncate = ino == kStatsInode && size == 0;
+    if (!same_size && !stats_truncate) {
+      return reply.Error(index >= 0 ? EINVAL : EACCES);
+    }
+  }
+  // Owner, mode and time changes are accepted and ignored: the attributes
+  // describe the disk, not a file that keeps them.
+  ReplyAttr(std::move(reply), fs_, ino);
+}
+
+void FilesystemHandler::Readdir(const Request& request, Reply reply) {
+  if (request.nodeid != kRootInode) return reply.Error(ENOTDIR);
+  struct Entry {
+    std::string name;
+    uint64_t ino;
+  };
+  std::vector<Entry> entries = {{".", kRootInode},
+                                {"..", kRootInode},
+                                {kStatsName, kStatsInode},
+                                {kStatsJsonName, kStatsJsonInode}};
+  for (size_t i = 0; i < fs_.disk_count(); ++i) {
+    entries.push_back({fs_.disk(i).name(), DiskInode(i)});
+  }
+  std::vector<uint8_t> buffer(request.size);
+  size_t used = 0;
+  for (uint64_t i = request.offset; i < entries.size(); ++i) {
+    struct stat st;
+    double timeout;
+    Attributes(fs_, entries[i].ino, &st, &timeout);
+    if (!protocol::AddDirent(buffer, &used, entries[i].name, entries[i].ino,
+                             st.st_mode, i + 1)) {
+      break;
+    }
+  }
+  reply.Bytes(buffer.data(), used);
+}
+
+void FilesystemHandler::Open(const Request& request, Reply reply) {
+  uint64_t ino = request.nodeid;
+  int access = static_cast<int>(request.flags) & O_ACCMODE;
+  if (IsStatsInode(ino)) {
+    if (ino == kStatsJsonInode && access != O_RDONLY) {
+      return reply.Error(EACCES);
+    }
+    // Snapshot at open, so one reader sees one consistent table.
+    auto* contents =
+        new std::string(ino == kStatsInode ? fs_.StatsText() : fs_.StatsJson());
+    return reply.Struct(protocol::OpenOut(reinterpret_cast<uint64_t>(contents),
+                                          abi::kFopenDirectIo));
+  }
+  long index = DiskIndex(fs_, ino);
+  if (index < 0) return reply.Error(ino == kRootInode ? EISDIR : ENOENT);
+  if (access != O_RDONLY && fs_.disk(index).read_only()) {
+    return reply.Error(EROFS);
+  }
+  // Direct I/O: no page cache. Parallel direct writes: writes that do not
+  // extend the file (none can) take the inode lock shared, so writes to one
+  // disk are not serialised in the kernel; DiskIo orders the unaligned ones
+  // that overlap.
+  reply.Struct(protocol::OpenOut(
+      0, abi::kFopenDirectIo | abi::kFopenParallelDirectWrites));
+}
+
+void FilesystemHandler::Release(const Request& request, Reply reply) {
+  if (IsStatsInode(request.nodeid)) {
+    delete reinterpret_cast<std::string*>(request.fh);
+  }
+  reply.Ok();
+}
+
+void FilesystemHandler::Read(const Request& request, Reply reply) {
+  uint64_t ino = request.nodeid;
+  if (IsStatsInode(ino)) {
+    const std::string& contents = *reinterpret_cast<std::string*>(request.fh);
+    size_t from = std::min<uint64_t>(request.offset, contents.size());
+    size_t count = std::min<size_t>(request.size, contents.size() - from);
+    return reply.Bytes(contents.data() + from, count);
+  }
+  long index = DiskIndex(fs_, ino);
+  if (index < 0) return reply.Error(ENOENT);
+  transport::Queue& queue = fs_.disk(index).QueueFor(request.offset / 512);
   stats::QueueStats& queue_stats = queue.stats();
   queue_stats.Add(Counter::fuse_reads);
   uint64_t start = NowNanos();
-  fs.disk_io(index).Read(
-      queue, static_cast<uint64_t>(offset), size,
-      [req, start, &queue_stats](int64_t result, absl::Span<const iovec> data) {
+  fs_.disk_io(index).Read(
+      queue, request.offset, request.size,
+      [reply = Share(std::move(reply)), start, &queue_stats](
+          int64_t result, absl::Span<const iovec> data) {
         if (result < 0) {
-          fuse_reply_err(req, static_cast<int>(-result));
-        } else if (data.empty()) {
-          fuse_reply_buf(req, nullptr, 0);
+          ReplyStatus(*reply, result);
         } else {
-          fuse_reply_iov(req, data.data(), static_cast<int>(data.size()));
+          reply->Data(std::span<const iovec>(data.data(), data.size()));
         }
         queue_stats.RecordLatency(NowNanos() - start);
       });
 }
 
-void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
-             off_t offset, fuse_file_info*) {
-  Filesystem& fs = Fs(req);
+void FilesystemHandler::Write(const Request& request, Reply reply) {
+  uint64_t ino = request.nodeid;
   if (ino == kStatsInode) {
-    absl::string_view command =
-        absl::StripAsciiWhitespace(absl::string_view(buf, size));
-    if (command != "reset") {
-      fuse_reply_err(req, EINVAL);
-      return;
-    }
-    fs.ResetStats();
-    fuse_reply_write(req, size);
-    return;
+    absl::string_view command = absl::StripAsciiWhitespace(
+        absl::string_view(reinterpret_cast<const char*>(request.data.data()),
+                          request.data.size()));
+    if (command != "reset") return reply.Error(EINVAL);
+    fs_.ResetStats();
+    return reply.Struct(
+        protocol::WriteOut(static_cast<uint32_t>(request.data.size())));
   }
-  long index = DiskIndex(fs, ino);
-  if (index < 0 || offset < 0) {
-    fuse_reply_err(req, index < 0 ? EACCES : EINVAL);
-    return;
-  }
-  transport::Queue& queue =
-      fs.disk(index).QueueFor(static_cast<uint64_t>(offset) / 512);
+  long index = DiskIndex(fs_, ino);
+  if (index < 0) return reply.Error(EACCES);
+  transport::Queue& queue = fs_.disk(index).QueueFor(request.offset / 512);
   stats::QueueStats& queue_stats = queue.stats();
   queue_stats.Add(Counter::fuse_writes);
   uint64_t start = NowNanos();
-  fs.disk_io(index).Write(queue, static_cast<uint64_t>(offset),
-                          reinterpret_cast<const uint8_t*>(buf), size,
-                          [req, start, &queue_stats](int64_t result) {
-                            if (result < 0) {
-                              fuse_reply_err(req, static_cast<int>(-result));
-                            } else {
-                              fuse_reply_write(req,
-                                               static_cast<size_t>(result));
-                            }
-                            queue_stats.RecordLatency(NowNanos() - start);
-                          });
+  fs_.disk_io(index).Write(
+      queue, request.offset, request.data.data(), request.data.size(),
+      [reply = Share(std::move(reply)), start, &queue_stats](int64_t result) {
+        if (result < 0) {
+          ReplyStatus(*reply, result);
+        } else {
+          reply->Struct(protocol::WriteOut(static_cast<uint32_t>(result)));
+        }
+        queue_stats.RecordLatency(NowNanos() - start);
+      });
 }
 
-void OnFlush(fuse_req_t req, fuse_ino_t, fuse_file_info*) {
+void FilesystemHandler::Flush(const Request&, Reply reply) {
   // close() does not make data durable on a block device either; fsync does.
-  fuse_reply_err(req, 0);
+  reply.Ok();
 }
 
-void OnFsync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info*) {
-  Filesystem& fs = Fs(req);
-  long index = DiskIndex(fs, ino);
-  if (index < 0) {
-    fuse_reply_err(req, 0);  // nothing to make durable
-    return;
-  }
-  fs.disk_io(index).Flush(fs.disk(index).QueueFor(0), [req](int64_t result) {
-    fuse_reply_err(req, result < 0 ? static_cast<int>(-result) : 0);
-  });
+void FilesystemHandler::Fsync(const Request& request, Reply reply) {
+  long index = DiskIndex(fs_, request.nodeid);
+  if (index < 0) return reply.Ok();  // nothing to make durable
+  fs_.disk_io(index).Flush(fs_.disk(index).QueueFor(0),
+                           [reply = Share(std::move(reply))](int64_t result) {
+                             ReplyStatus(*reply, result);
+                           });
 }
 
-void OnFallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
-                 off_t length, fuse_file_info*) {
-  Filesystem& fs = Fs(req);
-  long index = DiskIndex(fs, ino);
-  if (index < 0) {
-    fuse_reply_err(req, EOPNOTSUPP);
-    return;
-  }
-  if (offset < 0 || length <= 0) {
-    fuse_reply_err(req, EINVAL);
-    return;
-  }
-  Disk& disk = fs.disk(index);
-  if (disk.read_only()) {
-    fuse_reply_err(req, EROFS);
-    return;
-  }
+void FilesystemHandler::Fallocate(const Request& request, Reply reply) {
+  long index = DiskIndex(fs_, request.nodeid);
+  if (index < 0) return reply.Error(EOPNOTSUPP);
+  uint64_t offset = request.offset;
+  uint64_t length = request.length;
+  if (length == 0) return reply.Error(EINVAL);
+  Disk& disk = fs_.disk(index);
+  if (disk.read_only()) return reply.Error(EROFS);
+  int mode = static_cast<int>(request.flags);
   bool keep_size = mode & FALLOC_FL_KEEP_SIZE;
   int action = mode & ~FALLOC_FL_KEEP_SIZE;
-  uint64_t end = static_cast<uint64_t>(offset) + static_cast<uint64_t>(length);
-  if (!keep_size && end > disk.size_bytes()) {
-    fuse_reply_err(req, ENOSPC);  // a disk cannot grow
-    return;
+  if (!keep_size && offset + length > disk.size_bytes()) {
+    return reply.Error(ENOSPC);  // a disk cannot grow
   }
-  auto reply = [req](int64_t result) {
-    fuse_reply_err(req, result < 0 ? static_cast<int>(-result) : 0);
+  auto done = [reply = Share(std::move(reply))](int64_t result) {
+    ReplyStatus(*reply, result);
   };
   switch (action) {
     case 0:
       // Plain allocation: every sector of a disk already exists.
-      fuse_reply_err(req, 0);
-      return;
+      return done(0);
     case FALLOC_FL_PUNCH_HOLE:
-      if (!keep_size) {
-        fuse_reply_err(req, EINVAL);  // the kernel's rule for regular files
-        return;
-      }
-      fs.disk_io(index).Zero(fs.disk(index).QueueFor(offset / 512), offset,
-                             length, /*deallocate=*/true, reply);
-      return;
+      if (!keep_size) return done(-EINVAL);  // the kernel's rule
+      return fs_.disk_io(index).Zero(disk.QueueFor(offset / 512), offset,
+                                     length, /*deallocate=*/true, done);
     case FALLOC_FL_ZERO_RANGE:
-      fs.disk_io(index).Zero(fs.disk(index).QueueFor(offset / 512), offset,
-                             length, /*deallocate=*/false, reply);
-      return;
+      return fs_.disk_io(index).Zero(disk.QueueFor(offset / 512), offset,
+                                     length, /*deallocate=*/false, done);
     default:
-      fuse_reply_err(req, EOPNOTSUPP);
+      return done(-EOPNOTSUPP);
   }
 }
 
-void OnStatfs(fuse_req_t req, fuse_ino_t) {
-  Filesystem& fs = Fs(req);
-  struct statvfs st;
-  std::memset(&st, 0, sizeof(st));
+void FilesystemHandler::Statfs(const Request&, Reply reply) {
   uint64_t total = 0;
-  for (size_t i = 0; i < fs.disk_count(); ++i) total += fs.disk(i).size_bytes();
-  st.f_bsize = 4096;
-  st.f_frsize = 4096;
-  st.f_blocks = total / 4096;
-  st.f_files = fs.disk_count() + 3;
-  st.f_namemax = 255;
-  fuse_reply_statfs(req, &st);
-}
-
-}  // namespace
-
-const fuse_lowlevel_ops& FilesystemOps() {
-  static const fuse_lowlevel_ops ops = [] {
-    fuse_lowlevel_ops o;
-    std::memset(&o, 0, sizeof(o));
-    o.init = OnInit;
-    o.lookup = OnLookup;
-    o.getattr = OnGetattr;
-    o.setattr = OnSetattr;
-    o.readdir = OnReaddir;
-    o.open = OnOpen;
-    o.release = OnRelease;
-    o.read = OnRead;
-    o.write = OnWrite;
-    o.flush = OnFlush;
-    o.fsync = OnFsync;
-    o.fallocate = OnFallocate;
-    o.statfs = OnStatfs;
-    return o;
-  }();
-  return ops;
+  for (size_t i = 0; i < fs_.disk_count(); ++i) {
+    total += fs_.disk(i).size_bytes();
+  }
+  abi::fuse_statfs_out out{};
+  out.st.bsize = 4096;
+  out.st.frsize = 4096;
+  out.st.blocks = total / 4096;
+  out.st.files = fs_.disk_count() + 3;
+  out.st.namelen = 255;
+  reply.Struct(out);
 }
 
 }  // namespace pvdisk::fuse

@@ -4,50 +4,53 @@
 
 namespace pvdisk::fuse {
 
-bool RangeLock::OverlapsHeld(const Range& range) const {
-  return std::any_of(held_.begin(), held_.end(),
-                     [&](const Range& held) { return held.Overlaps(range); });
+bool RangeLock::ConflictsWithHeld(const Hold& hold) const {
+  return std::any_of(held_.begin(), held_.end(), [&](const Hold& held) {
+    return held.ConflictsWith(hold);
+  });
 }
 
-void RangeLock::Acquire(uint64_t first, uint64_t count,
+void RangeLock::Acquire(uint64_t first, uint64_t count, Mode mode,
                         std::function<void()> start) {
-  Range range{first, count};
+  Hold hold{first, count, mode};
   {
     std::lock_guard<std::mutex> lock(mu_);
     bool blocked =
-        OverlapsHeld(range) ||
-        std::any_of(waiting_.begin(), waiting_.end(),
-                    [&](const Waiter& w) { return w.range.Overlaps(range); });
+        ConflictsWithHeld(hold) ||
+        std::any_of(waiting_.begin(), waiting_.end(), [&](const Waiter& w) {
+          return w.hold.ConflictsWith(hold);
+        });
     if (blocked) {
-      waiting_.push_back(Waiter{range, std::move(start)});
+      waiting_.push_back(Waiter{hold, std::move(start)});
       return;
     }
-    held_.push_back(range);
+    held_.push_back(hold);
   }
   start();
 }
 
-void RangeLock::Release(uint64_t first, uint64_t count) {
+void RangeLock::Release(uint64_t first, uint64_t count, Mode mode) {
   std::vector<std::function<void()>> ready;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = std::find_if(held_.begin(), held_.end(), [&](const Range& r) {
-      return r.first == first && r.count == count;
+    auto it = std::find_if(held_.begin(), held_.end(), [&](const Hold& h) {
+      return h.first == first && h.count == count && h.mode == mode;
     });
     if (it != held_.end()) held_.erase(it);
-    // A waiter may start if it overlaps nothing held and no earlier waiter.
-    std::vector<Range> earlier;
+    // A waiter may start if it conflicts with nothing held and with no
+    // earlier waiter that still waits.
+    std::vector<Hold> earlier;
     for (auto w = waiting_.begin(); w != waiting_.end();) {
       bool blocked =
-          OverlapsHeld(w->range) ||
+          ConflictsWithHeld(w->hold) ||
           std::any_of(earlier.begin(), earlier.end(),
-                      [&](const Range& r) { return r.Overlaps(w->range); });
+                      [&](const Hold& h) { return h.ConflictsWith(w->hold); });
       if (blocked) {
-        earlier.push_back(w->range);
+        earlier.push_back(w->hold);
         ++w;
         continue;
       }
-      held_.push_back(w->range);
+      held_.push_back(w->hold);
       ready.push_back(std::move(w->start));
       w = waiting_.erase(w);
     }

@@ -1,8 +1,14 @@
-// RangeLock: serialises read-modify-write cycles on overlapping sector ranges
-// of one disk, so that two unaligned writes sharing a sector cannot both
-// read the old sector and lose one another's bytes. Only RMW writes take it;
-// aligned I/O never waits here. Waiters start in FIFO order as soon as
-// nothing they overlap is held.
+// RangeLock: a shared/exclusive lock on sector ranges of one disk, with
+// waiters served in FIFO order.
+//
+// Two holds conflict when their ranges overlap and at least one of them is
+// exclusive: shared holds of overlapping ranges run together. A request
+// starts as soon as it conflicts with nothing held and with no earlier
+// waiter, so a stream of shared holds cannot starve an exclusive one.
+//
+// It is the slow path of WriteOrder (src/fuse/write_order.h): plain writes
+// take it shared and read-modify-write cycles exclusive, and only while some
+// read-modify-write is near. One mutex guards it.
 #pragma once
 
 #include <cstdint>
@@ -15,28 +21,36 @@ namespace pvdisk::fuse {
 
 class RangeLock {
  public:
-  // Holds sectors [first, first + count) and calls `start`, now (on this
-  // thread) or later (on the thread that releases a conflicting range).
-  void Acquire(uint64_t first, uint64_t count, std::function<void()> start);
-  // Releases a range acquired earlier with exactly these bounds.
-  void Release(uint64_t first, uint64_t count);
+  enum class Mode { kShared, kExclusive };
+
+  // Holds sectors [first, first + count) in `mode` and calls `start`, now
+  // (on this thread, before returning) or later (on the thread whose
+  // Release let it start).
+  void Acquire(uint64_t first, uint64_t count, Mode mode,
+               std::function<void()> start);
+  // Releases a hold acquired earlier with exactly these bounds and mode.
+  void Release(uint64_t first, uint64_t count, Mode mode);
 
  private:
-  struct Range {
+  struct Hold {
     uint64_t first;
     uint64_t count;
-    bool Overlaps(const Range& other) const {
-      return first < other.first + other.count && other.first < first + count;
+    Mode mode;
+    bool ConflictsWith(const Hold& other) const {
+      bool overlap =
+          first < other.first + other.count && other.first < first + count;
+      return overlap &&
+             (mode == Mode::kExclusive || other.mode == Mode::kExclusive);
     }
   };
   struct Waiter {
-    Range range;
+    Hold hold;
     std::function<void()> start;
   };
-  bool OverlapsHeld(const Range& range) const;
+  bool ConflictsWithHeld(const Hold& hold) const;
 
   std::mutex mu_;
-  std::vector<Range> held_;
+  std::vector<Hold> held_;
   std::list<Waiter> waiting_;
 };
 

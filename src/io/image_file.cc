@@ -164,7 +164,7 @@ absl::StatusOr<std::unique_ptr<ImageFile>> ImageFile::Open(
   }
 
   return std::unique_ptr<ImageFile>(new ImageFile(
-      fd.release(), size, direct, read_only, path, std::move(note)));
+      fd.release(), st, direct, read_only, path, std::move(note)));
 }
 
 ImageFile::~ImageFile() {

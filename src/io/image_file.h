@@ -2,6 +2,8 @@
 // in use. Control path only.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,12 +33,16 @@ class ImageFile {
   const std::string& path() const { return path_; }
   // "O_DIRECT", or "buffered (…reason…)".
   const std::string& direct_note() const { return direct_note_; }
+  // fstat() of the open image, taken by Open(): its owner, group, mode and
+  // times as they were when the image was opened.
+  const struct stat& stat_at_open() const { return stat_at_open_; }
 
  private:
-  ImageFile(int fd, uint64_t size, bool direct, bool read_only,
+  ImageFile(int fd, const struct stat& st, bool direct, bool read_only,
             std::string path, std::string note)
       : fd_(fd),
-        size_bytes_(size),
+        size_bytes_(static_cast<uint64_t>(st.st_size)),
+        stat_at_open_(st),
         direct_(direct),
         read_only_(read_only),
         path_(std::move(path)),
@@ -44,6 +50,7 @@ class ImageFile {
 
   int fd_;
   uint64_t size_bytes_;
+  struct stat stat_at_open_;
   bool direct_;
   bool read_only_;
   std::string path_;

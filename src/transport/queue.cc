@@ -6,23 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "transport/blkif/protocol.h"
+#include "transport/memory_budget.h"
 
 namespace pvdisk::transport {
-namespace {
-
-// The data pool: on average min(max_segments, 8) pages per ring slot (a
-// persistent-grant budget like blkback's, not the worst case of every slot
-// carrying a maximal request), and never less than 2048 pages, which holds
-// any single BlockIo (up to kMaxBlockIoSectors, split into runs rounded up to
-// powers of two) at once, so a large read can always be served.
-uint32_t PoolPages(const QueueOptions& options) {
-  uint64_t budget =
-      uint64_t{options.ring_size} * std::min<uint32_t>(options.max_segments, 8);
-  return static_cast<uint32_t>(std::bit_ceil(std::max<uint64_t>(budget, 2048)));
-}
-
-}  // namespace
-
 const Protocol& ProtocolOf(const QueueOptions& options) {
   return options.protocol != nullptr ? *options.protocol : BlkifProtocol();
 }
@@ -55,20 +41,20 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
   std::unique_ptr<Queue> queue(new Queue());
   queue->options_ = options;
 
-  // Region: ring pages, the data pool, then each ring id's table pages.
+  // Region: ring pages, the data pool, then each ring id's table pages,
+  // sized by the same function the memory budget uses.
   const Protocol& protocol = ProtocolOf(options);
   queue->protocol_ = &protocol;
+  const QueueMemory memory = QueueMemoryOf(options);
   FrontendLayout& layout = queue->layout_;
   layout.ring_slots = options.ring_size;
   layout.max_segments = options.max_segments;
-  layout.pool_pages = PoolPages(options);
-  layout.table_pages_per_request =
-      protocol.TablePagesPerRequest(options.max_segments);
-  uint32_t data_pages =
-      layout.pool_pages + options.ring_size * layout.table_pages_per_request;
-  size_t ring_bytes = protocol.RingBytes(options.ring_size);
+  layout.pool_pages = memory.pool_pages;
+  layout.table_pages_per_request = memory.table_pages_per_request;
+  uint32_t data_pages = memory.pool_pages + memory.table_pages;
+  size_t ring_bytes = memory.ring_bytes;
   queue->ring_pages_ = static_cast<uint32_t>(ring_bytes / 4096);
-  size_t region_bytes = ring_bytes + size_t{data_pages} * 4096;
+  size_t region_bytes = memory.region_bytes;
 
   PVDISK_ASSIGN_OR_RETURN(queue->region_,
                           SharedRegion::Create(options.name, region_bytes));

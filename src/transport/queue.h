@@ -56,6 +56,9 @@ struct QueueOptions {
 // allowed range.
 absl::Status ValidateQueueOptions(const QueueOptions& options);
 
+// The ring protocol of `options`: options.protocol, or blkif when unset.
+const Protocol& ProtocolOf(const QueueOptions& options);
+
 class Queue {
  public:
   // Builds the queue. Its threads (completion thread, and the BackendLoop
@@ -79,6 +82,9 @@ class Queue {
   uint32_t pool_pages() const { return layout_.pool_pages; }
   const Protocol& protocol() const { return *protocol_; }
   uint32_t ring_pages() const { return ring_pages_; }
+  // The size of the shared region (memfd) really allocated: what
+  // QueueMemoryOf() (memory_budget.h) computed.
+  size_t region_bytes() const { return region_->size(); }
 
  private:
   Queue() = default;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/compare end to end, briefly: 1 s per run, one round, a 64 MiB image,
-all five targets and all six jobs. Every row is printed and lands in valid
+all eight targets and all six jobs. Every row is printed and lands in valid
 JSON with every field; nothing stays mounted."""
 import glob
 import json
@@ -10,7 +10,9 @@ import unittest
 import benchtest
 from pvbench import fio
 
-TARGETS = ["native", "pvdisk", "null", "qsd", "floor"]
+TARGETS = ["native", "pvdisk", "pvdisk-classic", "null", "null-uring", "qsd",
+           "floor", "floor-uring"]
+PVDISK_TARGETS = ["pvdisk", "pvdisk-classic", "null", "null-uring"]
 COLUMNS = ["job", "target", "iops", "mib_s", "mean_us", "p99_us", "vs_native",
            "vs_qsd", "ring_reqs_per_fuse", "avg_req_kib", "kicks_per_req",
            "irqs_per_req", "inflight_max", "cpu_busy_pct", "cpu_us_per_io"]
@@ -55,13 +57,16 @@ class CompareTest(unittest.TestCase):
         self.assertEqual(data["image_bytes"], 64 << 20)
         self.assertEqual(list(data["targets"]), TARGETS)
         self.assertEqual(data["targets"]["null"]["config"]["engine"], "null")
+        self.assertEqual(data["targets"]["null"]["config"]["fuse_io"], "classic")
+        self.assertEqual(data["targets"]["null-uring"]["config"]["fuse_io"], "uring")
+        self.assertEqual(data["targets"]["pvdisk-classic"]["config"]["fuse_io"], "classic")
         self.assertEqual(list(data["jobs"]), list(fio.MATRIX))
         for job in data["jobs"].values():
             self.assertIn("--filename=TARGET", job["command"])
         self.assertEqual([(r["job"], r["target"]) for r in data["rows"]],
                          [(j, t) for j in fio.MATRIX for t in TARGETS])
         for row in data["rows"]:
-            pvdisk = row["target"] in ("pvdisk", "null")
+            pvdisk = row["target"] in PVDISK_TARGETS
             for column in COLUMNS[2:]:
                 value = row[column]
                 if pvdisk or column not in PVDISK_ONLY:
@@ -75,7 +80,7 @@ class CompareTest(unittest.TestCase):
             else:
                 self.assertIsNone(row["counters"])
         self.assertGreater(data["pvdisk_memory_kib"]["VmRSS"], 0)
-        self.assertEqual(len(data["goals"]), 2 * len(fio.MATRIX) + 2)
+        self.assertEqual(len(data["goals"]), 2 * len(fio.MATRIX) + 3)
         for goal in data["goals"]:
             self.assertIn(goal["met"], (True, False), goal["what"])
 

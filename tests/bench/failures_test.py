@@ -87,9 +87,9 @@ class FailuresTest(unittest.TestCase):
         self.scratch.check_clean(self)
 
     def targets_up(self):
-        """pvdisk, null, qsd and floor are all mounted in the tool's temp
-        dir."""
-        return len(benchtest.lab.mounted_under(self.scratch.tmp)) == 4
+        """pvdisk, pvdisk-classic, null, null-uring, qsd, floor and
+        floor-uring are all mounted in the tool's temp dir."""
+        return len(benchtest.lab.mounted_under(self.scratch.tmp)) == 7
 
 
 if __name__ == "__main__":

@@ -36,6 +36,22 @@ TEST(ParseDiskArgTest, ReadOnly) {
   EXPECT_TRUE(spec->read_only);
 }
 
+TEST(ParseDiskArgTest, LockIsOnUnlessTurnedOff) {
+  absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg("a.img");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->lock);
+  spec = ParseDiskArg("a.img,lock=off,ro");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_FALSE(spec->lock);
+  EXPECT_TRUE(spec->read_only);
+  spec = ParseDiskArg("a.img,lock=off,lock=on");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->lock);
+  std::string message = ErrorOf("a.img,lock=maybe");
+  EXPECT_TRUE(Contains(message, "unknown option 'lock=maybe'")) << message;
+  EXPECT_TRUE(Contains(message, "lock=on|off")) << message;
+}
+
 TEST(ParseDiskArgTest, Size) {
   absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg("a.img,size=1G");
   ASSERT_TRUE(spec.ok()) << spec.status();

@@ -34,17 +34,6 @@ std::set<std::pair<std::string, int64_t>> Tree(const std::string& root) {
   return entries;
 }
 
-void ExpectUsageError(const CommandResult& result) {
-  EXPECT_FALSE(result.timed_out);
-  EXPECT_EQ(result.exit_code, 2) << result.Describe();
-  EXPECT_EQ(result.err.rfind("pvdisk: ", 0), 0u) << result.Describe();
-  ASSERT_FALSE(result.err.empty());
-  EXPECT_EQ(result.err.back(), '\n') << result.Describe();
-  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
-      << "not exactly one line: " << result.Describe();
-  EXPECT_EQ(result.out, "") << result.Describe();
-}
-
 struct BadCase {
   const char* name;
   std::vector<std::string> args;  // "@" stands for the scratch directory

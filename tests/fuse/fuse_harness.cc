@@ -285,10 +285,48 @@ CommandResult RunCommand(const std::vector<std::string>& argv,
   return result;
 }
 
+const std::string& TestFuseIo() {
+  static const std::string io = [] {
+    const char* value = std::getenv("PVDISK_TEST_FUSE_IO");
+    return std::string(value == nullptr ? "" : value);
+  }();
+  return io;
+}
+
+std::vector<std::string> WithTestFuseIo(std::vector<std::string> args) {
+  if (TestFuseIo().empty()) return args;
+  // The command may follow the binary's path.
+  auto command = std::find(args.begin(), args.end(), "mount");
+  if (command == args.end()) return args;
+  for (const std::string& arg : args) {
+    if (arg == "--fuse-io" || arg == "--fuse-threads" ||
+        arg == "--fuse-queue-depth" || arg == "--help") {
+      return args;
+    }
+  }
+  // Right after the command: a flag at the end could become the value of a
+  // flag the test left without one on purpose.
+  command = args.insert(command + 1, "--fuse-io");
+  args.insert(command + 1, TestFuseIo());
+  return args;
+}
+
+void ExpectUsageError(const CommandResult& result) {
+  EXPECT_FALSE(result.timed_out);
+  EXPECT_EQ(result.exit_code, 2) << result.Describe();
+  EXPECT_EQ(result.err.rfind("pvdisk: ", 0), 0u) << result.Describe();
+  ASSERT_FALSE(result.err.empty());
+  EXPECT_EQ(result.err.back(), '\n') << result.Describe();
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
+      << "not exactly one line: " << result.Describe();
+  EXPECT_EQ(result.out, "") << result.Describe();
+}
+
 CommandResult RunPvdisk(const std::vector<std::string>& args,
                         std::chrono::milliseconds timeout) {
   std::vector<std::string> argv = {PvdiskBinary()};
-  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string> with_io = WithTestFuseIo(args);
+  argv.insert(argv.end(), with_io.begin(), with_io.end());
   return RunCommand(argv, timeout);
 }
 

@@ -83,7 +83,21 @@ struct CommandResult {
 CommandResult RunCommand(
     const std::vector<std::string>& argv,
     std::chrono::milliseconds timeout = std::chrono::seconds(120));
-// Runs `pvdisk args...`.
+// Fails the test unless `result` is a refusal of bad input: exit status 2
+// and exactly one line on stderr starting "pvdisk: ", nothing on stdout.
+void ExpectUsageError(const CommandResult& result);
+
+// The FUSE channel this run of the suite covers: PVDISK_TEST_FUSE_IO
+// ("classic" or "uring"; ctest runs the suite once with each), or "" for
+// pvdisk's default.
+const std::string& TestFuseIo();
+// `args` of a `pvdisk mount` with `--fuse-io TestFuseIo()` added, unless
+// they choose a channel (or its settings) themselves or ask for --help.
+// Other commands are returned unchanged.
+std::vector<std::string> WithTestFuseIo(std::vector<std::string> args);
+
+// Runs `pvdisk args...` (a mount on the suite's channel, see
+// WithTestFuseIo).
 CommandResult RunPvdisk(
     const std::vector<std::string>& args,
     std::chrono::milliseconds timeout = std::chrono::seconds(120));

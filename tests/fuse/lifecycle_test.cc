@@ -126,8 +126,8 @@ TEST(LifecycleTest, ForegroundMountServesUntilUnmounted) {
   const std::string image = dir.Path("disk0.img");
   CreateImage(image, 8 * kMiB);
   const std::string mnt = dir.MakeDir("mnt");
-  BackgroundProcess daemon(
-      {PvdiskBinary(), "mount", mnt, "--disk", image, "--foreground"});
+  BackgroundProcess daemon(WithTestFuseIo(
+      {PvdiskBinary(), "mount", mnt, "--disk", image, "--foreground"}));
   ASSERT_TRUE(daemon.started());
   ASSERT_TRUE(WaitFor([&] { return IsMounted(mnt); }, std::chrono::seconds(30)))
       << "not mounted";

@@ -36,15 +36,34 @@ constexpr size_t kLatencyColumns = 2;  // the last two of CounterColumns()
 // The config keys of a disk's section, in order (src/fuse/disk.cc,
 // Disk::Report).
 const std::vector<std::string>& ConfigKeys() {
-  static const std::vector<std::string> keys = {
-      "image",           "size",         "read_only",
-      "frontend",        "queues",       "queue_map",
-      "backend_threads", "ring_size",    "ring_pages",
-      "max_segments",    "pool_pages",   "persistent",
-      "notify",          "merge",        "dispatch",
-      "plug_us",         "irq",          "poll_us",
-      "engine",          "engine_depth", "engine_max_inflight",
-      "engine_mode",     "fixed_buffers"};
+  static const std::vector<std::string> keys = {"image",
+                                                "size",
+                                                "read_only",
+                                                "lock",
+                                                "frontend",
+                                                "queues",
+                                                "queue_map",
+                                                "backend_threads",
+                                                "ring_size",
+                                                "ring_pages",
+                                                "max_segments",
+                                                "pool_pages",
+                                                "shared_bytes",
+                                                "persistent",
+                                                "notify",
+                                                "merge",
+                                                "dispatch",
+                                                "plug_us",
+                                                "irq",
+                                                "poll_us",
+                                                "engine",
+                                                "engine_depth",
+                                                "engine_max_inflight",
+                                                "engine_mode",
+                                                "fixed_buffers",
+                                                "fuse_io",
+                                                "fuse_queues",
+                                                "placement"};
   return keys;
 }
 

@@ -206,6 +206,12 @@ TEST_P(DeepQueueTest, RingAndEngineFillUpToTheCap) {
   CreateImage(image, kImageBytes);
   std::vector<std::string> flags = {"--ring-size", "1024", "--queues", "1"};
   if (capped) flags.insert(flags.end(), {"--engine-max-inflight", cap});
+  // On the uring channel the FUSE queue of the CPU fio runs on must hold
+  // the whole depth too.
+  if (TestFuseIo() == "uring") {
+    flags.insert(flags.end(),
+                 {"--fuse-io", "uring", "--fuse-queue-depth", "1024"});
+  }
   Mount mount(dir.MakeDir("mnt"), MountArgs(image, frontend, flags));
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
 

@@ -1,0 +1,388 @@
+#include "fuse/channel/uring_channel.h"
+
+#include <liburing.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "base/errno_status.h"
+#include "base/log.h"
+#include "base/thread.h"
+#include "fuse/protocol/abi.h"
+#include "fuse/protocol/request.h"
+
+namespace pvdisk::fuse::channel {
+namespace {
+
+constexpr uint64_t kWakeTag = ~uint64_t{0};
+constexpr size_t kHeaderBytes = 512;  // one fuse_uring_req_header, padded
+
+uint64_t Slot(uint32_t qid, uint32_t entry) {
+  return (uint64_t{qid} << 32) | entry;
+}
+
+}  // namespace
+
+uint32_t PossibleCpus() {
+  // "0-1", "0-3,5": the kernel's cpu_possible_mask; queues are numbered by
+  // CPU, so the count is the highest CPU + 1.
+  std::ifstream file("/sys/devices/system/cpu/possible");
+  std::string text;
+  if (!std::getline(file, text) || text.empty()) {
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    return n > 0 ? static_cast<uint32_t>(n) : 1;
+  }
+  size_t last = text.find_last_of(",-");
+  std::string tail = last == std::string::npos ? text : text.substr(last + 1);
+  return static_cast<uint32_t>(std::stoul(tail)) + 1;
+}
+
+struct UringChannel::Queue {
+  enum class State { kInKernel, kWithHandler, kParked, kDead };
+  struct Entry {
+    abi::fuse_uring_req_header* header = nullptr;
+    uint8_t* payload = nullptr;
+    iovec iov[2];
+    uint64_t commit_id = 0;
+    uint32_t last_cmd = abi::kUringCmdRegister;
+    State state = State::kInKernel;
+  };
+
+  uint32_t qid = 0;
+  io_uring ring;
+  bool ring_ready = false;
+  int wake_fd = -1;
+  uint64_t wake_value = 0;
+  void* header_memory = nullptr;
+  size_t header_bytes = 0;
+  void* payload_memory = nullptr;
+  size_t payload_bytes = 0;
+  std::vector<Entry> entries;
+  std::thread thread;
+
+  // Owner thread only.
+  std::vector<uint32_t> local_commits;
+  uint32_t with_handler = 0;  // entries handed out, not yet committed
+
+  // Answers made on other threads.
+  std::mutex mu;
+  std::vector<uint32_t> remote_commits;  // guarded by mu
+  std::atomic<bool> wake_pending{false};
+
+  ~Queue() {
+    if (ring_ready) io_uring_queue_exit(&ring);
+    if (wake_fd >= 0) close(wake_fd);
+    if (header_memory) munmap(header_memory, header_bytes);
+    if (payload_memory) munmap(payload_memory, payload_bytes);
+  }
+
+  void Wake() {
+    if (!wake_pending.exchange(true, std::memory_order_acq_rel)) {
+      uint64_t one = 1;
+      while (write(wake_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+      }
+    }
+  }
+
+  io_uring_sqe* GetSqe() {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    if (sqe == nullptr) {
+      io_uring_submit(&ring);
+      sqe = io_uring_get_sqe(&ring);
+    }
+    return sqe;
+  }
+
+  // Queues the entry's next command (REGISTER or COMMIT_AND_FETCH).
+  void QueueCommand(uint32_t index, uint32_t cmd) {
+    Entry& entry = entries[index];
+    io_uring_sqe* sqe = GetSqe();
+    if (sqe == nullptr) {
+      LogInfo("FUSE queue %u: no submission slot; entry lost", qid);
+      entry.state = State::kDead;
+      return;
+    }
+    std::memset(sqe, 0, 2 * sizeof(io_uring_sqe));  // a 128-byte SQE
+    sqe->opcode = IORING_OP_URING_CMD;
+    sqe->flags = IOSQE_FIXED_FILE;
+    sqe->fd = 0;  // index into the registered files
+    sqe->cmd_op = cmd;
+    sqe->user_data = index;
+    auto* request = reinterpret_cast<abi::fuse_uring_cmd_req*>(sqe->cmd);
+    request->qid = static_cast<uint16_t>(qid);
+    if (cmd == abi::kUringCmdRegister) {
+      sqe->addr = reinterpret_cast<uint64_t>(entry.iov);
+      sqe->len = 2;
+    } else {
+      request->commit_id = entry.commit_id;
+    }
+    entry.last_cmd = cmd;
+    entry.state = State::kInKernel;
+  }
+
+  void ArmWake() {
+    io_uring_sqe* sqe = GetSqe();
+    if (sqe == nullptr) return;
+    std::memset(sqe, 0, 2 * sizeof(io_uring_sqe));
+    io_uring_prep_read(sqe, wake_fd, &wake_value, sizeof(wake_value), 0);
+    sqe->user_data = kWakeTag;
+  }
+
+  // Commits what was answered (here and on other threads).
+  void FlushCommits() {
+    for (uint32_t index : local_commits) {
+      --with_handler;
+      QueueCommand(index, abi::kUringCmdCommitAndFetch);
+    }
+    local_commits.clear();
+  }
+  void TakeRemoteCommits() {
+    wake_pending.store(false, std::memory_order_release);
+    std::vector<uint32_t> taken;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      taken.swap(remote_commits);
+    }
+    local_commits.insert(local_commits.end(), taken.begin(), taken.end());
+  }
+};
+
+namespace {
+// The queue whose owner thread this is (for Send's same-thread path).
+thread_local const void* current_queue = nullptr;
+}  // namespace
+
+UringChannel::UringChannel(int fd, protocol::Session* session,
+                           uint32_t queue_depth, uint32_t payload_bytes)
+    : fd_(fd),
+      session_(session),
+      depth_(queue_depth),
+      payload_bytes_(payload_bytes) {}
+
+UringChannel::~UringChannel() { Stop(); }
+
+absl::Status UringChannel::Start() {
+  uint32_t count = PossibleCpus();
+  for (uint32_t q = 0; q < count; ++q) {
+    auto queue = std::make_unique<Queue>();
+    queue->qid = q;
+    queues_.push_back(std::move(queue));
+  }
+  for (auto& queue : queues_) {
+    Queue* q = queue.get();
+    std::string name = absl::StrCat("pvdisk-fuse-q", q->qid);
+    q->thread = StartThreadWithoutSignals(name.c_str(), [this, q] { Run(q); });
+  }
+  std::unique_lock<std::mutex> lock(start_mu_);
+  start_cv_.wait(lock, [&] { return set_up_ == queues_.size(); });
+  absl::Status error = setup_error_;
+  lock.unlock();
+  if (!error.ok()) Stop();
+  return error;
+}
+
+void UringChannel::Register() {
+  std::lock_guard<std::mutex> lock(start_mu_);
+  go_ = true;
+  start_cv_.notify_all();
+}
+
+void UringChannel::StopTaking() {
+  stop_taking_.store(true, std::memory_order_release);
+}
+
+void UringChannel::Stop() {
+  stop_taking_.store(true, std::memory_order_release);
+  stop_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(start_mu_);
+    go_ = true;
+    start_cv_.notify_all();
+  }
+  for (auto& queue : queues_) {
+    if (queue->wake_fd >= 0) queue->Wake();
+    if (queue->thread.joinable()) queue->thread.join();
+  }
+  queues_.clear();
+}
+
+void UringChannel::Send(uint64_t slot, uint64_t unique, int error,
+                        std::span<const iovec> payload) {
+  Queue& queue = *queues_[slot >> 32];
+  uint32_t index = static_cast<uint32_t>(slot);
+  Queue::Entry& entry = queue.entries[index];
+  size_t total = 0;
+  for (const iovec& piece : payload) total += piece.iov_len;
+  if (total > payload_bytes_) {
+    LogInfo("a FUSE reply of %u bytes does not fit the ring entry",
+            static_cast<unsigned>(total));
+    error = EIO;
+    total = 0;
+  } else {
+    uint8_t* to = entry.payload;
+    for (const iovec& piece : payload) {
+      std::memcpy(to, piece.iov_base, piece.iov_len);
+      to += piece.iov_len;
+    }
+  }
+  abi::fuse_out_header out{};
+  out.len = static_cast<uint32_t>(sizeof(out) + total);
+  out.error = -error;
+  out.unique = unique;
+  std::memcpy(entry.header->in_out, &out, sizeof(out));
+  entry.header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(total);
+  if (current_queue == &queue) {
+    queue.local_commits.push_back(index);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(queue.mu);
+    queue.remote_commits.push_back(index);
+  }
+  queue.Wake();
+}
+
+void UringChannel::Run(Queue* queue) {
+  current_queue = queue;
+  // Pin to the queue's CPU: its requests come from callers on that CPU.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  CPU_SET(queue->qid, &cpus);
+  (void)sched_setaffinity(0, sizeof(cpus), &cpus);
+
+  absl::Status setup = [&]() -> absl::Status {
+    queue->wake_fd = eventfd(0, EFD_CLOEXEC);
+    if (queue->wake_fd < 0) return ErrnoError(errno, "eventfd");
+    io_uring_params params;
+    std::memset(&params, 0, sizeof(params));
+    params.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
+    params.cq_entries = 2 * (depth_ + 2);
+    int ret = io_uring_queue_init_params(depth_ + 2, &queue->ring, &params);
+    if (ret < 0) return ErrnoError(-ret, "io_uring_setup for FUSE");
+    queue->ring_ready = true;
+    int files[1] = {fd_};
+    ret = io_uring_register_files(&queue->ring, files, 1);
+    if (ret < 0) return ErrnoError(-ret, "io_uring_register_files (/dev/fuse)");
+    queue->header_bytes = size_t{depth_} * kHeaderBytes;
+    queue->payload_bytes = size_t{depth_} * payload_bytes_;
+    queue->header_memory =
+        mmap(nullptr, queue->header_bytes, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    queue->payload_memory =
+        mmap(nullptr, queue->payload_bytes, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (queue->header_memory == MAP_FAILED ||
+        queue->payload_memory == MAP_FAILED) {
+      if (queue->header_memory == MAP_FAILED) queue->header_memory = nullptr;
+      if (queue->payload_memory == MAP_FAILED) queue->payload_memory = nullptr;
+      return ErrnoError(ENOMEM, "FUSE ring buffers");
+    }
+    queue->entries.resize(depth_);
+    for (uint32_t i = 0; i < depth_; ++i) {
+      Queue::Entry& entry = queue->entries[i];
+      entry.header = reinterpret_cast<abi::fuse_uring_req_header*>(
+          static_cast<uint8_t*>(queue->header_memory) + i * kHeaderBytes);
+      entry.payload = static_cast<uint8_t*>(queue->payload_memory) +
+                      size_t{i} * payload_bytes_;
+      entry.iov[0] = iovec{entry.header, sizeof(abi::fuse_uring_req_header)};
+      entry.iov[1] = iovec{entry.payload, payload_bytes_};
+    }
+    return absl::OkStatus();
+  }();
+  {
+    std::unique_lock<std::mutex> lock(start_mu_);
+    if (!setup.ok() && setup_error_.ok()) setup_error_ = setup;
+    ++set_up_;
+    start_cv_.notify_all();
+    start_cv_.wait(lock, [&] { return go_; });
+  }
+  if (!setup.ok() || stop_.load(std::memory_order_acquire)) return;
+
+  for (uint32_t i = 0; i < depth_; ++i) {
+    queue->QueueCommand(i, abi::kUringCmdRegister);
+  }
+  queue->ArmWake();
+  bool stopping = false;
+  for (;;) {
+    queue->FlushCommits();
+    if (stopping && queue->with_handler == 0) {
+      io_uring_submit(&queue->ring);  // the last commits
+      break;
+    }
+    int ret = io_uring_submit_and_wait(&queue->ring, 1);
+    if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
+      LogInfo("FUSE queue %u: io_uring_enter failed: %s", queue->qid,
+              strerror(-ret));
+      break;
+    }
+    unsigned head;
+    unsigned seen = 0;
+    io_uring_cqe* cqe;
+    io_uring_for_each_cqe(&queue->ring, head, cqe) {
+      ++seen;
+      uint64_t tag = cqe->user_data;
+      int res = cqe->res;
+      if (tag == kWakeTag) {
+        queue->TakeRemoteCommits();
+        if (stop_.load(std::memory_order_acquire)) stopping = true;
+        queue->ArmWake();
+        continue;
+      }
+      if (tag >= queue->entries.size()) continue;
+      uint32_t index = static_cast<uint32_t>(tag);
+      Queue::Entry& entry = queue->entries[index];
+      if (res == -EAGAIN || res == -EINTR) {
+        queue->QueueCommand(index, entry.last_cmd);
+        continue;
+      }
+      if (res != 0) {
+        // -ENOTCONN / -ECANCELED: the connection or the ring is going away.
+        if (res != -ENOTCONN && res != -ECANCELED) {
+          LogInfo("FUSE queue %u: ring entry failed: %s", queue->qid,
+                  strerror(-res));
+        }
+        entry.state = Queue::State::kDead;
+        continue;
+      }
+      entry.commit_id = entry.header->ring_ent_in_out.commit_id;
+      if (stop_taking_.load(std::memory_order_acquire)) {
+        entry.state = Queue::State::kParked;  // ended by the kernel at unmount
+        continue;
+      }
+      entry.state = Queue::State::kWithHandler;
+      ++queue->with_handler;
+      protocol::RawRequest raw;
+      raw.header =
+          reinterpret_cast<const abi::fuse_in_header*>(entry.header->in_out);
+      raw.op_in = std::span<const uint8_t>(
+          reinterpret_cast<const uint8_t*>(entry.header->op_in),
+          abi::kUringOpInOutSize);
+      raw.payload = std::span<const uint8_t>(
+          entry.payload,
+          std::min<uint32_t>(entry.header->ring_ent_in_out.payload_sz,
+                             payload_bytes_));
+      session_->Process(raw, this, Slot(queue->qid, index));
+      uint32_t opcode = raw.header->opcode;
+      if (opcode == abi::kForget || opcode == abi::kBatchForget ||
+          opcode == abi::kInterrupt) {
+        // Never sent over the ring (they stay on /dev/fuse), and the
+        // Session answers them with nothing; the entry must still go back.
+        protocol::Reply(this, Slot(queue->qid, index), raw.header->unique)
+            .Error(ENOSYS);
+      }
+    }
+    io_uring_cq_advance(&queue->ring, seen);
+    if (stop_.load(std::memory_order_acquire)) stopping = true;
+  }
+  current_queue = nullptr;
+}
+
+}  // namespace pvdisk::fuse::channel

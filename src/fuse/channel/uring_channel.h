@@ -1,0 +1,99 @@
+// UringChannel: FUSE requests through io_uring (FUSE-over-io_uring, kernel
+// 6.14+, protocol 7.42; reference/fuse.md §3).
+//
+// The kernel keeps one FUSE queue per possible CPU and puts a request on the
+// queue of the CPU its caller runs on. We register every queue (the kernel
+// switches to the ring only when all have entries; too few would hang the
+// mount), each owned by one thread pinned to that CPU with its own io_uring
+// (128-byte SQEs). A queue has `depth` ring entries, each a header buffer
+// and a payload buffer the kernel fills with a request; the owner thread
+// hands it to the Session and, once answered, sends COMMIT_AND_FETCH, which
+// returns the reply and re-arms the entry in one command. Registration is
+// possible only after the INIT reply (which is read and answered on
+// /dev/fuse): the Session's OnInitialized callback calls Register().
+// FORGET and INTERRUPT stay on /dev/fuse, for a ClassicChannel reader.
+//
+// Replies from other threads (the queue's completion path answers READs and
+// WRITEs on the backend thread today): the answering thread writes the
+// reply into the entry's own buffers (the entry is ours until committed),
+// then appends the entry to the queue's locked commit list and wakes the
+// owner through an eventfd that its ring watches, only if no wake-up is
+// pending already. Replies made on the owner thread (synchronous handlers)
+// are committed directly, batched into the next io_uring_enter.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "fuse/protocol/reply.h"
+#include "fuse/protocol/session.h"
+
+namespace pvdisk::fuse::channel {
+
+// Entries per queue. Every entry has a 1 MiB payload buffer, but only the
+// pages a request touches become resident, and the kernel reuses the most
+// recently committed entry first, so a deep queue costs address space, not
+// memory. 128: an iodepth-64 job (or two of 32) on one CPU still has all
+// its requests on the ring.
+inline constexpr uint32_t kDefaultUringQueueDepth = 128;
+inline constexpr uint32_t kMaxUringQueueDepth = 1024;
+
+// The kernel's num_possible_cpus(): how many queues must be registered.
+uint32_t PossibleCpus();
+
+class UringChannel final : public protocol::ReplySink {
+ public:
+  // `fd`: the connection's /dev/fuse fd (not owned). `payload_bytes`: each
+  // entry's payload buffer, at least the negotiated max_write.
+  UringChannel(int fd, protocol::Session* session, uint32_t queue_depth,
+               uint32_t payload_bytes);
+  ~UringChannel() override;
+  UringChannel(const UringChannel&) = delete;
+  UringChannel& operator=(const UringChannel&) = delete;
+
+  // Sets up every queue's ring and buffers on its thread; returns the first
+  // error (then nothing runs).
+  absl::Status Start();
+  // Lets the queues register their entries. Call once the INIT reply with
+  // FUSE_OVER_IO_URING has been sent.
+  void Register();
+  // From now on, requests that arrive are left unanswered (the kernel ends
+  // them when the mount goes); requests already taken are still answered.
+  void StopTaking();
+  // Waits until every request taken has been answered and committed, then
+  // stops the threads and closes the rings.
+  void Stop();
+
+  uint32_t queue_count() const { return static_cast<uint32_t>(queues_.size()); }
+  uint32_t queue_depth() const { return depth_; }
+
+  void Send(uint64_t slot, uint64_t unique, int error,
+            std::span<const iovec> payload) override;
+
+ private:
+  struct Queue;
+  void Run(Queue* queue);
+  friend struct Queue;
+
+  const int fd_;
+  protocol::Session* const session_;
+  const uint32_t depth_;
+  const uint32_t payload_bytes_;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  std::atomic<bool> stop_taking_{false};
+  std::atomic<bool> stop_{false};
+
+  std::mutex start_mu_;
+  std::condition_variable start_cv_;
+  uint32_t set_up_ = 0;       // queues done with setup (ok or not)
+  absl::Status setup_error_;  // the first setup error
+  bool go_ = false;           // Register() or Stop() was called
+};
+
+}  // namespace pvdisk::fuse::channel
