@@ -44,11 +44,22 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
                          "sectors), e.g. eio=2048+8"));
       }
       spec.fault = fault;
+    } else if (option.rfind("engine_fail=", 0) == 0) {
+      uint64_t submissions = 0;
+      if (!absl::SimpleAtoi(option.substr(12), &submissions) ||
+          submissions == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--disk ", text,
+            ": engine_fail takes a count of submissions from 1 (test only: "
+            "the engine fails as a whole at that submission), e.g. "
+            "engine_fail=100"));
+      }
+      spec.engine_fail = submissions;
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("--disk ", text, ": unknown option '", option,
                        "'; allowed: ro, lock=on|off, size=SIZE, "
-                       "eio=SECTOR[+COUNT]"));
+                       "eio=SECTOR[+COUNT], engine_fail=N (test only)"));
     }
   }
   return spec;

@@ -1,5 +1,5 @@
 // Parsing of one --disk argument:
-// PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]].
+// PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]][,engine_fail=N].
 #pragma once
 
 #include "absl/status/statusor.h"

@@ -58,7 +58,8 @@ const std::vector<FlagSpec>& MountFlags() {
        "an image to serve; ro = read-only, lock=off = take no image lock "
        "(by default a read-write disk refuses an image another pvdisk or "
        "QEMU uses), size = expected size, eio = fail I/O on those 512-byte "
-       "sectors (fault injection)"},
+       "sectors (fault injection); engine_fail=N (test only) = the I/O "
+       "engine fails as a whole at the N-th submission, once"},
       {"frontend", true, false, "blkif|virtio", "blkif",
        "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue"},
       {"ring-size", true, false, "N", absl::StrCat(transport::kDefaultRingSize),

@@ -58,13 +58,20 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
   transport_options.queue.disk_sectors = disk->image_->size_sectors();
   transport_options.queue.read_only = spec.read_only;
   transport_options.queue.serial = SerialOf(*disk->image_);
-  const io::ImageFile& image = *disk->image_;
-  auto make_engine = [&](uint32_t depth) {
-    io::EngineOptions engine_options;
-    engine_options.kind = options.engine;
+  // Backends call this again to replace a failed engine: it owns what it
+  // captures (the image outlives the transport).
+  const io::ImageFile* image = disk->image_.get();
+  io::EngineOptions base_engine_options;
+  base_engine_options.kind = options.engine;
+  base_engine_options.fault = spec.fault;
+  if (spec.engine_fail) {
+    base_engine_options.fail_trigger =
+        std::make_shared<io::EngineFailTrigger>(*spec.engine_fail);
+  }
+  auto make_engine = [image, base_engine_options](uint32_t depth) {
+    io::EngineOptions engine_options = base_engine_options;
     engine_options.depth = depth;
-    engine_options.fault = spec.fault;
-    return io::CreateEngine(engine_options, image);
+    return io::CreateEngine(engine_options, *image);
   };
   PVDISK_ASSIGN_OR_RETURN(
       disk->transport_,

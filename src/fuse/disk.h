@@ -23,6 +23,9 @@ struct DiskSpec {
   bool read_only = false;
   std::optional<uint64_t> expected_size;  // ",size=": must match the image
   std::optional<io::FaultRange> fault;    // ",eio=": inject -EIO there
+  // ",engine_fail=N" (test only): the engine fails as a whole at the N-th
+  // submission.
+  std::optional<uint64_t> engine_fail;
   // ",lock=off" clears it: take no image lock (see io/image_lock.h).
   bool lock = true;
 };

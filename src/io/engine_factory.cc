@@ -12,7 +12,6 @@
 namespace pvdisk::io {
 namespace {
 
-
 absl::Status CheckOptions(const EngineOptions& options,
                           const ImageFile& image) {
   if (options.depth == 0 || options.depth > kMaxEngineDepth) {
@@ -80,6 +79,9 @@ absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
     return absl::InvalidArgumentError("unknown engine kind");
   }
   if (options.fault) engine = WrapWithFaults(std::move(engine), *options.fault);
+  if (options.fail_trigger) {
+    engine = WrapWithEngineFailure(std::move(engine), options.fail_trigger);
+  }
   return engine;
 }
 

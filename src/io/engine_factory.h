@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "io/failing_engine.h"
 #include "io/image_file.h"
 #include "io/io_engine.h"
 
@@ -37,6 +38,9 @@ struct EngineOptions {
   uint32_t depth = 256;
   // When set, I/O touching this range completes with -EIO.
   std::optional<FaultRange> fault;
+  // Test-only: when set, the engine fails as a whole when this trigger
+  // fires (`--disk IMG,engine_fail=N`; see failing_engine.h).
+  std::shared_ptr<EngineFailTrigger> fail_trigger;
 };
 
 // `image` must stay open for the engine's lifetime.

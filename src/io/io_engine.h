@@ -8,6 +8,7 @@
 
 #include <sys/uio.h>
 
+#include <climits>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,11 @@ enum class IoOp : uint8_t {
   kDiscard,      // punch a hole: reads of the range return zeros afterwards
   kWriteZeroes,  // the range reads as zeros afterwards; space stays allocated
 };
+
+// The most iovecs one kRead/kWrite may carry: what preadv(2) and io_uring's
+// READV/WRITEV take. Engines refuse more with -EINVAL, so callers must keep
+// requests within it.
+inline constexpr int kMaxIovecs = IOV_MAX;
 
 struct IoRequest {
   IoOp op = IoOp::kRead;

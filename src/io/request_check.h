@@ -12,7 +12,7 @@
 namespace pvdisk::io {
 
 // Returns 0 when `request` is well formed for an image of `image_bytes`, or
-// -EINVAL: kRead/kWrite need 1..IOV_MAX iovecs whose lengths add up to
+// -EINVAL: kRead/kWrite need 1..kMaxIovecs iovecs whose lengths add up to
 // `length`; every op but kFlush needs a non-empty range inside the image.
 // Hot path: a loop over the iovecs and a few compares, no system calls.
 inline int CheckRequest(const IoRequest& request, uint64_t image_bytes) {
@@ -22,7 +22,7 @@ inline int CheckRequest(const IoRequest& request, uint64_t image_bytes) {
     case IoOp::kRead:
     case IoOp::kWrite: {
       if (request.iov == nullptr || request.iov_count <= 0 ||
-          request.iov_count > IOV_MAX) {
+          request.iov_count > kMaxIovecs) {
         return -EINVAL;
       }
       uint64_t total = 0;

@@ -53,7 +53,11 @@ enum class CounterKind {
   X(grant_unmaps, kCount,                                                      \
     "data pages unmapped per request (--persistent off)")                      \
   X(errors, kCount, "ring requests that failed with an I/O error")             \
-  X(invalid_reqs, kCount, "ring requests rejected by validation")
+  X(invalid_reqs, kCount, "ring requests rejected by validation")              \
+  X(bounced_reqs, kCount,                                                      \
+    "requests with more iovecs than the engine takes, served via a copy")      \
+  X(engine_restarts, kCount,                                                   \
+    "times the backend replaced an engine that failed as a whole")
 
 enum class Counter : int {
 #define PVDISK_COUNTER_ENUM(name, kind, meaning) name,

@@ -2,6 +2,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 
 #include "base/log.h"
 #include "base/thread.h"
@@ -57,10 +59,30 @@ uint64_t Tag(uint32_t queue, uint32_t slot) {
 
 }  // namespace
 
+absl::StatusOr<std::unique_ptr<BackendLoop>> BackendLoop::Create(
+    std::vector<BackendQueue> queues, std::vector<iovec> buffers,
+    EngineMaker make_engine, const BackendOptions& options) {
+  std::unique_ptr<BackendLoop> loop(new BackendLoop(
+      std::move(queues), std::move(buffers), std::move(make_engine), options));
+  absl::StatusOr<std::unique_ptr<io::IoEngine>> engine = loop->make_engine_();
+  if (!engine.ok()) return engine.status();
+  loop->engine_ = std::move(*engine);
+  loop->engine_mode_ = std::string(loop->engine_->mode());
+  if (!loop->buffers_.empty()) loop->engine_->OfferBuffers(loop->buffers_);
+  for (uint32_t q = 0; q < loop->queues_.size(); ++q) {
+    absl::Status watch =
+        loop->engine_->WatchWakeFd(loop->queues_[q].queue.kick->fd(), q);
+    if (!watch.ok()) return watch;
+  }
+  return loop;
+}
+
 BackendLoop::BackendLoop(std::vector<BackendQueue> queues,
-                         std::unique_ptr<io::IoEngine> engine,
+                         std::vector<iovec> buffers, EngineMaker make_engine,
                          const BackendOptions& options)
-    : engine_(std::move(engine)), options_(options) {
+    : buffers_(std::move(buffers)),
+      make_engine_(std::move(make_engine)),
+      options_(options) {
   for (const BackendQueue& queue : queues) {
     QueueState state;
     state.queue = queue;
@@ -86,7 +108,7 @@ void BackendLoop::Stop() {
 }
 
 bool BackendLoop::AtCap() const {
-  return options_.engine_max_inflight != 0 &&
+  return options_.engine_max_inflight != 0 && engine_ != nullptr &&
          engine_->inflight() >= options_.engine_max_inflight;
 }
 
@@ -95,6 +117,68 @@ bool BackendLoop::AllIdle() const {
     if (state.free_slots.size() != state.slots.size()) return false;
   }
   return true;
+}
+
+bool BackendLoop::RequestsWaiting() const {
+  for (const QueueState& state : queues_) {
+    if (!state.broken && state.queue.ring->HasRequests()) return true;
+  }
+  return false;
+}
+
+bool BackendLoop::MakeEngine() {
+  absl::StatusOr<std::unique_ptr<io::IoEngine>> engine = make_engine_();
+  if (!engine.ok()) {
+    LogInfo("backend cannot make a new engine: %s", engine.status().ToString());
+    return false;
+  }
+  if (!buffers_.empty()) (*engine)->OfferBuffers(buffers_);
+  for (uint32_t q = 0; q < queues_.size(); ++q) {
+    absl::Status watch = (*engine)->WatchWakeFd(queues_[q].queue.kick->fd(), q);
+    if (!watch.ok()) {
+      LogInfo("backend cannot watch a kick eventfd: %s", watch.ToString());
+      return false;
+    }
+  }
+  engine_ = std::move(*engine);
+  return true;
+}
+
+void BackendLoop::ReplaceEngine(int error) {
+  LogInfo("backend engine failed as a whole (errno %d); replacing it", -error);
+  // Destroying the engine waits until the kernel holds none of its requests
+  // (see UringEngine's destructor): only then may the pages of the requests
+  // it held go back to the frontend, answered with EIO.
+  engine_.reset();
+  fixed_buffers_.store(false, std::memory_order_relaxed);
+  for (uint32_t q = 0; q < queues_.size(); ++q) {
+    QueueState& state = queues_[q];
+    std::vector<bool> is_free(state.slots.size(), false);
+    for (uint32_t index : state.free_slots) is_free[index] = true;
+    for (uint32_t index = 0; index < state.slots.size(); ++index) {
+      if (!is_free[index]) Answer(q, index, -EIO);
+    }
+  }
+  PublishAll();
+  queues_[0].queue.stats->Add(Counter::engine_restarts);
+  depth_ewma_ = 0;
+  MakeEngine();
+}
+
+void BackendLoop::WaitWithoutEngine() {
+  // Stop() signals queue 0's kick; other kicks are seen within 100 ms.
+  queues_[0].queue.kick->WaitFor(100'000'000);
+  MakeEngine();
+}
+
+void BackendLoop::AnswerCompletions(
+    const std::vector<io::IoCompletion>& completions) {
+  for (const io::IoCompletion& completion : completions) {
+    if (completion.wake) continue;  // a kick: the next round sees it
+    Answer(static_cast<uint32_t>(completion.tag >> 32),
+           static_cast<uint32_t>(completion.tag & 0xffffffffu),
+           static_cast<int>(completion.result < 0 ? completion.result : 0));
+  }
 }
 
 int BackendLoop::MapSlot(QueueState& state, Slot& slot) {
@@ -131,6 +215,23 @@ int BackendLoop::MapSlot(QueueState& state, Slot& slot) {
       slot.iov.push_back(iovec{base, length});
     }
     i = j + 1;
+  }
+  return 0;
+}
+
+int BackendLoop::Bounce(Slot& slot) {
+  size_t bytes = slot.request.num_sectors * kSectorBytes;
+  void* memory = nullptr;
+  // Page-aligned, as O_DIRECT needs.
+  if (posix_memalign(&memory, kPageSize, bytes) != 0) return -ENOMEM;
+  slot.bounce.reset(static_cast<uint8_t*>(memory));
+  slot.bounce_iov = iovec{memory, bytes};
+  if (slot.request.op == BlockOp::kWrite) {
+    uint8_t* at = slot.bounce.get();
+    for (const iovec& piece : slot.iov) {
+      std::memcpy(at, piece.iov_base, piece.iov_len);
+      at += piece.iov_len;
+    }
   }
   return 0;
 }
@@ -172,20 +273,32 @@ bool BackendLoop::TakeRequests(uint32_t q) {
     bool is_data =
         slot.request.op == BlockOp::kRead || slot.request.op == BlockOp::kWrite;
     if (is_data) {
-      if (int mapped = MapSlot(state, slot); mapped < 0) {
+      int mapped = MapSlot(state, slot);
+      // A valid request the engine cannot take in pieces goes as one copy.
+      if (mapped == 0 && slot.iov.size() > size_t{io::kMaxIovecs}) {
+        mapped = Bounce(slot);
+        stats->Add(Counter::bounced_reqs);
+      }
+      if (mapped < 0) {
         Answer(q, index, mapped);
         continue;
       }
+    }
+    if (engine_ == nullptr) {  // none could be made: see WaitWithoutEngine
+      Answer(q, index, -EIO);
+      continue;
     }
     io::IoRequest io_request;
     io_request.op = ToIoOp(slot.request.op);
     io_request.offset = slot.request.sector * kSectorBytes;
     io_request.length = slot.request.num_sectors * kSectorBytes;
-    io_request.iov = slot.iov.data();
-    io_request.iov_count = is_data ? static_cast<int>(slot.iov.size()) : 0;
+    io_request.iov = slot.bounce ? &slot.bounce_iov : slot.iov.data();
+    io_request.iov_count = !is_data      ? 0
+                           : slot.bounce ? 1
+                                         : static_cast<int>(slot.iov.size());
     io_request.tag = Tag(q, index);
     io_request.buffer_index =
-        slot.iov.size() == 1 ? state.queue.buffer_index : -1;
+        slot.iov.size() == 1 && !slot.bounce ? state.queue.buffer_index : -1;
     int queued = engine_->Queue(io_request);
     if (queued < 0) {
       Answer(q, index, queued);
@@ -200,6 +313,16 @@ bool BackendLoop::TakeRequests(uint32_t q) {
 void BackendLoop::Answer(uint32_t q, uint32_t index, int result) {
   QueueState& state = queues_[q];
   Slot& slot = state.slots[index];
+  if (slot.bounce) {
+    if (result >= 0 && slot.request.op == BlockOp::kRead) {
+      const uint8_t* at = slot.bounce.get();
+      for (const iovec& piece : slot.iov) {
+        std::memcpy(piece.iov_base, at, piece.iov_len);
+        at += piece.iov_len;
+      }
+    }
+    slot.bounce.reset();
+  }
   for (const PageMapping& mapping : slot.mappings) {
     state.queue.grants->UnmapPages(mapping);
   }
@@ -225,6 +348,17 @@ void BackendLoop::PublishAll() {
     } else if (pushed == PushResult::kSuppressed) {
       state.queue.stats->Add(Counter::irqs_suppressed);
     }
+  }
+}
+
+void BackendLoop::ReportStoppedRings() {
+  for (QueueState& state : queues_) {
+    if (!state.broken || state.stop_reported ||
+        state.free_slots.size() != state.slots.size()) {
+      continue;
+    }
+    state.stop_reported = true;
+    if (state.queue.frontend != nullptr) state.queue.frontend->OnRingStopped();
   }
 }
 
@@ -262,8 +396,10 @@ bool BackendLoop::Poll(std::vector<io::IoCompletion>& completions) {
                   std::chrono::microseconds(options_.poll_us);
   do {
     // Submits what TakeRequests() queued and reaps what finished, so that
-    // polling never holds back requests already taken.
+    // polling never holds back requests already taken. A failed engine is
+    // left to the Run() that follows the poll.
     int got = engine_->Run(/*wait=*/false, completions);
+    if (got < 0) return true;
     if (got > 0) {
       const io::IoCompletion& first = completions.front();
       uint32_t q =
@@ -284,21 +420,24 @@ bool BackendLoop::Poll(std::vector<io::IoCompletion>& completions) {
 }
 
 void BackendLoop::Run() {
-  for (uint32_t q = 0; q < queues_.size(); ++q) {
-    absl::Status watch = engine_->WatchWakeFd(queues_[q].queue.kick->fd(), q);
-    if (!watch.ok()) {
-      LogInfo("backend cannot watch a kick eventfd: %s", watch.ToString());
-      return;
-    }
-  }
   std::vector<io::IoCompletion> completions;
   for (;;) {
     bool capped = false;
     for (uint32_t q = 0; q < queues_.size(); ++q) {
       capped |= TakeRequests(q);
     }
+    // May run interrupt handlers inline, which may push new requests: the
+    // stop rule below looks at the rings after it.
     PublishAll();
-    if (stop_.load(std::memory_order_acquire) && AllIdle()) return;
+    ReportStoppedRings();
+    if (stop_.load(std::memory_order_acquire) && AllIdle() &&
+        !RequestsWaiting()) {
+      return;
+    }
+    if (engine_ == nullptr) {
+      WaitWithoutEngine();
+      continue;
+    }
     // Before sleeping: poll a while if asked, then ask every ring to kick us
     // for its next request and look once more. At the cap there is no point:
     // only a completion can let us take more.
@@ -309,15 +448,14 @@ void BackendLoop::Run() {
     }
     int got = engine_->Run(/*wait=*/!more && completions.empty(), completions);
     if (got < 0) {
-      LogInfo("backend engine failed: errno %d", -got);
-      return;
+      // Completions a poll reaped before the failure are real results.
+      AnswerCompletions(completions);
+      ReplaceEngine(got);
+      continue;
     }
-    for (const io::IoCompletion& completion : completions) {
-      if (completion.wake) continue;  // a kick: the next round sees it
-      Answer(static_cast<uint32_t>(completion.tag >> 32),
-             static_cast<uint32_t>(completion.tag & 0xffffffffu),
-             static_cast<int>(completion.result < 0 ? completion.result : 0));
-    }
+    fixed_buffers_.store(engine_->uses_fixed_buffers(),
+                         std::memory_order_relaxed);
+    AnswerCompletions(completions);
   }
 }
 

@@ -8,14 +8,31 @@
 // (--poll-us), then runs each ring's final check and sleeps in the engine
 // until a kick or a completion. The engine's depth is the sum of the ring
 // sizes, so nothing but --engine-max-inflight caps the requests in flight.
+//
+// An engine that fails as a whole (Run() returns a negative errno, not an
+// I/O error) is replaced: the backend destroys it (which waits until the
+// kernel holds none of its requests, so no late write can land in pages
+// handed back), answers every request it had taken with EIO, makes a new
+// engine with the same maker, offers it the same buffers and goes on
+// (`engine_restarts`). While no engine can be made, requests are answered
+// with EIO and the maker is tried again every 100 ms.
+//
+// Stop rule: the thread ends only when stopping was asked, it holds no
+// request, and no ring it serves has a request waiting, so a request pushed
+// during shutdown (e.g. by an interrupt handler run inline in the publish)
+// is still served.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
+#include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "io/io_engine.h"
 #include "stats/queue_stats.h"
 #include "transport/device_ring.h"
@@ -34,6 +51,9 @@ struct BackendQueue {
   // When set (--irq inline), interrupts run this handler on the backend
   // thread instead of signalling `irq`.
   InterruptHandler* inline_interrupts = nullptr;
+  // Told OnRingStopped() when the backend gives up on the ring (any
+  // interrupt mode). May be null.
+  InterruptHandler* frontend = nullptr;
   stats::QueueStats* stats = nullptr;
   uint32_t ring_slots = 0;
   // The engine buffer that holds this queue's data pages (when persistent),
@@ -54,11 +74,18 @@ struct BackendOptions {
   uint32_t poll_us = 0;
 };
 
+// Makes the engine of one backend thread (and its replacements).
+using EngineMaker =
+    std::function<absl::StatusOr<std::unique_ptr<io::IoEngine>>()>;
+
 class BackendLoop {
  public:
-  BackendLoop(std::vector<BackendQueue> queues,
-              std::unique_ptr<io::IoEngine> engine,
-              const BackendOptions& options);
+  // Makes the first engine with `make_engine` (its error is returned) and
+  // offers it `buffers` (the engine buffers BackendQueue::buffer_index
+  // refers to). `make_engine` is kept for replacements.
+  static absl::StatusOr<std::unique_ptr<BackendLoop>> Create(
+      std::vector<BackendQueue> queues, std::vector<iovec> buffers,
+      EngineMaker make_engine, const BackendOptions& options);
   ~BackendLoop();
   BackendLoop(const BackendLoop&) = delete;
   BackendLoop& operator=(const BackendLoop&) = delete;
@@ -67,20 +94,37 @@ class BackendLoop {
   // Stops the thread once it has answered every request it took.
   void Stop();
 
-  const io::IoEngine& engine() const { return *engine_; }
+  // The engine's description (the first engine's; replacements come from
+  // the same maker). Any thread.
+  const std::string& engine_mode() const { return engine_mode_; }
+  // Whether the current engine uses the offered buffers. Any thread.
+  bool uses_fixed_buffers() const {
+    return fixed_buffers_.load(std::memory_order_relaxed);
+  }
 
  private:
+  BackendLoop(std::vector<BackendQueue> queues, std::vector<iovec> buffers,
+              EngineMaker make_engine, const BackendOptions& options);
+
+  struct FreeDeleter {
+    void operator()(uint8_t* memory) const { free(memory); }
+  };
   // A request taken off a ring and not yet answered.
   struct Slot {
     DeviceRequest request;
     std::vector<iovec> iov;
     std::vector<PageMapping> mappings;
+    // Set while the request goes to the engine through one contiguous copy
+    // of its pages, because they need more than io::kMaxIovecs iovecs.
+    std::unique_ptr<uint8_t, FreeDeleter> bounce;
+    iovec bounce_iov{};
   };
   struct QueueState {
     BackendQueue queue;
     std::vector<Slot> slots;
     std::vector<uint32_t> free_slots;
     bool broken = false;
+    bool stop_reported = false;  // frontend->OnRingStopped() was called
     bool has_responses = false;
   };
 
@@ -90,8 +134,14 @@ class BackendLoop {
   bool TakeRequests(uint32_t q);
   // Maps the request's pages into slot.iov. Returns 0 or -errno.
   int MapSlot(QueueState& state, Slot& slot);
+  // For a request whose iovecs exceed what the engine takes: gives it one
+  // page-aligned buffer (holding the write data). Returns 0 or -ENOMEM.
+  int Bounce(Slot& slot);
   void Answer(uint32_t q, uint32_t slot, int result);
   void PublishAll();
+  // Tells the frontend of each broken ring, once the backend holds none of
+  // its requests any more, that the ring is no longer served.
+  void ReportStoppedRings();
   bool AtCap() const;
   // Final checks on every ring that could take more; true if work arrived.
   bool FinalChecks();
@@ -104,9 +154,26 @@ class BackendLoop {
   // `completions`); true if either was found.
   bool Poll(std::vector<io::IoCompletion>& completions);
   bool AllIdle() const;
+  // Whether a ring still in service has a request waiting.
+  bool RequestsWaiting() const;
+  // Makes an engine, offers it the buffers and watches the kicks; false
+  // (engine_ null) if any of that failed.
+  bool MakeEngine();
+  // The engine failed as a whole with `error`: tears it down, answers what
+  // it held with EIO, and makes a new one.
+  void ReplaceEngine(int error);
+  // Without an engine: waits up to 100 ms for a kick, then tries to make
+  // one.
+  void WaitWithoutEngine();
+  void AnswerCompletions(const std::vector<io::IoCompletion>& completions);
 
   std::vector<QueueState> queues_;
+  const std::vector<iovec> buffers_;
+  const EngineMaker make_engine_;
+  // Null only while no engine could be made (requests get EIO meanwhile).
   std::unique_ptr<io::IoEngine> engine_;
+  std::string engine_mode_;
+  std::atomic<bool> fixed_buffers_{false};
   const BackendOptions options_;
 
   static constexpr int64_t kEwmaScale = 16;

@@ -26,8 +26,14 @@ class DriverRing {
     return FreeSlots() > 0;
   }
 
+  // The most sectors one kDiscard or kWriteZeroes request can carry (what
+  // the protocol's range field holds, or the limit its device advertises).
+  // The FrontendQueue splits longer ranges.
+  virtual uint64_t MaxRangeSectors(BlockOp op) const = 0;
+
   // Writes `request` into the ring without publishing it.
-  // REQUIRES: HasRoomFor(request.op, request.segment_count).
+  // REQUIRES: HasRoomFor(request.op, request.segment_count), and for a range
+  // request num_sectors <= MaxRangeSectors(request.op).
   virtual void Write(const RingRequest& request) = 0;
 
   // Publishes everything written since the last call and decides, by the

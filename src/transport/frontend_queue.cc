@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/thread.h"
+#include "io/io_engine.h"
 
 namespace pvdisk::transport {
 namespace {
@@ -27,6 +28,22 @@ bool IsData(BlockOp op) {
   return op == BlockOp::kRead || op == BlockOp::kWrite;
 }
 
+// Whether `next` continues `previous` in memory: the backend then carries
+// both in one iovec (it joins consecutive pages; see BackendLoop::MapSlot).
+bool Continues(const DataSegment& previous, const DataSegment& next) {
+  return previous.last_sector == kSectorsPerPage - 1 &&
+         next.first_sector == 0 && next.page == previous.page + 1;
+}
+
+// Iovecs of `first` followed by `second` (both non-empty).
+uint32_t JoinedIovecs(const std::vector<DataSegment>& first_segments,
+                      uint32_t first_iovecs,
+                      const std::vector<DataSegment>& second_segments,
+                      uint32_t second_iovecs) {
+  bool joined = Continues(first_segments.back(), second_segments.front());
+  return first_iovecs + second_iovecs - (joined ? 1 : 0);
+}
+
 }  // namespace
 
 FrontendQueue::FrontendQueue(std::unique_ptr<DriverRing> ring,
@@ -37,6 +54,8 @@ FrontendQueue::FrontendQueue(std::unique_ptr<DriverRing> ring,
       layout_(layout),
       policy_(policy),
       sectors_per_request_(layout.max_segments * kSectorsPerPage),
+      max_discard_sectors_(ring->MaxRangeSectors(BlockOp::kDiscard)),
+      max_write_zeroes_sectors_(ring->MaxRangeSectors(BlockOp::kWriteZeroes)),
       kick_(kick),
       irq_(irq),
       stats_(stats),
@@ -57,21 +76,40 @@ void FrontendQueue::Start() {
       StartThreadWithoutSignals("pvdisk-irq", [this] { CompletionLoop(); });
 }
 
+uint64_t FrontendQueue::SectorsPerChild(BlockOp op) const {
+  switch (op) {
+    case BlockOp::kRead:
+    case BlockOp::kWrite:
+      return sectors_per_request_;
+    case BlockOp::kDiscard:
+      return max_discard_sectors_;
+    case BlockOp::kWriteZeroes:
+      return max_write_zeroes_sectors_;
+    case BlockOp::kFlush:
+      break;
+  }
+  return UINT64_MAX;
+}
+
 uint64_t FrontendQueue::ChildSectors(const BlockIo* io, uint32_t child) const {
-  if (!IsData(io->op)) return io->num_sectors;
-  uint64_t first = uint64_t{child} * sectors_per_request_;
-  return std::min<uint64_t>(sectors_per_request_, io->num_sectors - first);
+  uint64_t per_child = SectorsPerChild(io->op);
+  uint64_t first = uint64_t{child} * per_child;
+  return std::min<uint64_t>(per_child, io->num_sectors - first);
 }
 
 void FrontendQueue::Submit(BlockIo* io) {
   BlockIo::QueueState& state = io->state_;
   state = BlockIo::QueueState{};
   bool is_data = IsData(io->op);
+  // Data in pieces of max_segments pages; discard and write-zeroes ranges in
+  // pieces the protocol's range field holds (both counted as `splits`).
+  // Any child count fits 32 bits: the smallest piece is 11 pages.
+  const uint64_t per_child = SectorsPerChild(io->op);
   state.children =
-      is_data
-          ? static_cast<uint32_t>((io->num_sectors + sectors_per_request_ - 1) /
-                                  sectors_per_request_)
-          : 1;
+      io->op == BlockOp::kFlush || io->num_sectors == 0
+          ? 1
+          : static_cast<uint32_t>(io->num_sectors / per_child +
+                                  (io->num_sectors % per_child != 0));
   if (is_data) {
     // A BlockIo the pool can never hold would wait forever: each child's
     // run (rounded up to a power of two) must fit, and a read keeps all its
@@ -90,10 +128,14 @@ void FrontendQueue::Submit(BlockIo* io) {
   bool kick;
   bool wake_timer = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (ring_stopped_) {
+      lock.unlock();
+      io->Complete(-EIO, {});
+      return;
+    }
     ++outstanding_;
     uint64_t now = policy_.plug_us > 0 ? NowNs() : 0;
-    bool staging_was_empty = staging_.empty();
     // FIFO for pages: a new BlockIo may not overtake one waiting for them.
     if (!page_wait_.empty() || !PrepareChildren(io, now)) {
       StageWriteData(io);
@@ -110,9 +152,7 @@ void FrontendQueue::Submit(BlockIo* io) {
         stats_->Add(Counter::ring_full);
       }
     }
-    // A plug now has a deadline that the completion thread, perhaps asleep
-    // with none, does not know about: wake it so that it flushes in time.
-    wake_timer = policy_.plug_us > 0 && staging_was_empty && !staging_.empty();
+    wake_timer = NeedsTimerWake(now);
   }
   if (kick) Kick();
   if (wake_timer) irq_->Signal();
@@ -155,6 +195,7 @@ bool FrontendQueue::PrepareChildren(BlockIo* io, uint64_t now_ns) {
       }
       pending.sector = io->sector + first;
       pending.num_sectors = count;
+      pending.iovecs = 1;  // one run of pages
       // Whole pages from the start of the run; the last may be partial.
       pending.segments.reserve(pages);
       for (uint64_t done = 0; done < count; done += kSectorsPerPage) {
@@ -164,8 +205,11 @@ bool FrontendQueue::PrepareChildren(BlockIo* io, uint64_t now_ns) {
             static_cast<uint8_t>(in_page - 1)});
       }
     } else {
-      pending.sector = io->sector;
-      pending.num_sectors = io->num_sectors;
+      pending.sector =
+          io->op == BlockOp::kFlush
+              ? io->sector
+              : io->sector + uint64_t{child} * SectorsPerChild(io->op);
+      pending.num_sectors = ChildSectors(io, child);
     }
     ++state.prepared;
     Stage(std::move(pending));
@@ -198,6 +242,14 @@ bool FrontendQueue::TryMerge(Pending& pending) {
     bool back = staged.sector + staged.num_sectors == pending.sector;
     bool front = pending.sector + pending.num_sectors == staged.sector;
     if (!back && !front) continue;
+    // The engine takes at most io::kMaxIovecs iovecs per request; a merged
+    // request beyond that would fail (or cost the backend a copy).
+    uint32_t iovecs = back ? JoinedIovecs(staged.segments, staged.iovecs,
+                                          pending.segments, pending.iovecs)
+                           : JoinedIovecs(pending.segments, pending.iovecs,
+                                          staged.segments, staged.iovecs);
+    if (iovecs > static_cast<uint32_t>(io::kMaxIovecs)) continue;
+    staged.iovecs = iovecs;
     if (back) {
       staged.segments.insert(staged.segments.end(), pending.segments.begin(),
                              pending.segments.end());
@@ -289,6 +341,7 @@ void FrontendQueue::DispatchStaging(uint64_t now_ns) {
 }
 
 bool FrontendQueue::Pump(uint64_t now_ns) {
+  if (ring_stopped_) return false;  // nothing goes to a ring not served
   while (!page_wait_.empty() && PrepareChildren(page_wait_.front(), now_ns)) {
     page_wait_.pop_front();
   }
@@ -318,8 +371,20 @@ int64_t FrontendQueue::SleepBudgetNs(uint64_t now_ns) const {
   if (deadline > now_ns) return static_cast<int64_t>(deadline - now_ns);
   // The plug has expired and Pump() just ran: the front is held only because
   // the ring refused it or the busy score moved one request, so a request is
-  // in flight and its response will wake us. Waking now would only spin.
+  // in flight and the Pump() that follows its response (on whichever thread
+  // handles it) moves the front on. Waking now would only spin.
   return -1;
+}
+
+bool FrontendQueue::NeedsTimerWake(uint64_t now_ns) {
+  if (policy_.plug_us == 0 || staging_.empty()) return false;
+  uint64_t deadline =
+      staging_.front().staged_ns + uint64_t{policy_.plug_us} * 1000;
+  // An expired front waits for a response (see SleepBudgetNs); a deadline
+  // the completion thread already sleeps towards needs nothing either.
+  if (deadline <= now_ns || deadline >= timer_deadline_ns_) return false;
+  timer_deadline_ns_ = deadline;
+  return true;
 }
 
 void FrontendQueue::HandleInterrupt() {
@@ -345,6 +410,7 @@ void FrontendQueue::CompletionLoop() {
         uint64_t now = NowNs();
         kick = Pump(now);
         budget = SleepBudgetNs(now);
+        timer_deadline_ns_ = budget < 0 ? UINT64_MAX : now + budget;
       }
     }
     if (kick) Kick();
@@ -353,6 +419,7 @@ void FrontendQueue::CompletionLoop() {
 
 void FrontendQueue::ConsumeResponses(std::vector<BlockIo*>* done) {
   bool kick;
+  bool wake_timer;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (;;) {
@@ -362,9 +429,12 @@ void FrontendQueue::ConsumeResponses(std::vector<BlockIo*>* done) {
       if (!ring_->FinalCheckForResponses()) break;
       stats_->Add(Counter::final_check_again);
     }
-    kick = Pump(policy_.plug_us > 0 ? NowNs() : 0);
+    uint64_t now = policy_.plug_us > 0 ? NowNs() : 0;
+    kick = Pump(now);
+    wake_timer = NeedsTimerWake(now);
   }
   if (kick) Kick();
+  if (wake_timer) irq_->Signal();
 }
 
 void FrontendQueue::OnResponse(uint64_t id, int result,
@@ -393,6 +463,51 @@ void FrontendQueue::OnResponse(uint64_t id, int result,
   stats_->Sub(Counter::inflight);
 }
 
+void FrontendQueue::OnRingStopped() {
+  std::vector<BlockIo*> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ring_stopped_ = true;
+    // What the backend answered before it stopped is real; the responses
+    // may be unreadable too, and then every request on the ring fails.
+    ring_->ConsumeResponses(
+        [&](uint64_t id, int result) { OnResponse(id, result, &done); });
+    for (uint32_t id = 0; id < shadow_.size(); ++id) {
+      if (shadow_[id].in_use) OnResponse(id, -EIO, &done);
+    }
+    FailUnsent(&done);
+  }
+  Finish(done);
+}
+
+void FrontendQueue::FailUnsent(std::vector<BlockIo*>* done) {
+  auto fail = [&](const Member& member) {
+    BlockIo* io = member.io;
+    BlockIo::QueueState& state = io->state_;
+    if (state.error == 0) state.error = -EIO;
+    if (io->op == BlockOp::kWrite) {
+      pool_.Free(state.first_pages[member.child],
+                 PagesFor(ChildSectors(io, member.child)));
+    }
+    if (++state.answered == state.children) done->push_back(io);
+  };
+  for (std::deque<Pending>* list : {&staging_, &dispatch_list_}) {
+    for (const Pending& pending : *list) {
+      for (const Member& member : pending.members) fail(member);
+    }
+    list->clear();
+  }
+  // Children never prepared have no pages: they just count as answered.
+  for (BlockIo* io : page_wait_) {
+    BlockIo::QueueState& state = io->state_;
+    if (state.error == 0) state.error = -EIO;
+    state.staged_data.reset();
+    state.answered += state.children - state.prepared;
+    if (state.answered == state.children) done->push_back(io);
+  }
+  page_wait_.clear();
+}
+
 void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
   if (done.empty()) return;
   std::vector<DataPiece> pieces;
@@ -405,7 +520,9 @@ void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
     BlockIo::QueueState& state = io->state_;
     pieces.clear();
     if (io->op == BlockOp::kRead) {
-      for (uint32_t child = 0; child < state.children; ++child) {
+      // Only prepared children hold pages (all of them, unless the ring
+      // stopped).
+      for (uint32_t child = 0; child < state.prepared; ++child) {
         uint64_t count = ChildSectors(io, child);
         uint32_t first_page = state.first_pages[child];
         runs_to_free.push_back(Run{first_page, PagesFor(count)});
@@ -419,14 +536,18 @@ void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
     io->Complete(state.error, pieces);
   }
   bool kick;
+  bool wake_timer;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Run& run : runs_to_free) pool_.Free(run.first_page, run.pages);
     outstanding_ -= done.size();
-    kick = Pump(policy_.plug_us > 0 ? NowNs() : 0);
+    uint64_t now = policy_.plug_us > 0 ? NowNs() : 0;
+    kick = Pump(now);
+    wake_timer = NeedsTimerWake(now);
     if (outstanding_ == 0) drained_.notify_all();
   }
   if (kick) Kick();
+  if (wake_timer) irq_->Signal();
 }
 
 void FrontendQueue::Drain() {

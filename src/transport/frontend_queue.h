@@ -2,13 +2,16 @@
 // protocol, with a software staging queue in front of the ring (blk-mq's
 // software queue and dispatch, on a small scale).
 //
-// Submit() splits a BlockIo into children of at most max_segments pages
-// (`splits`), gives each a run of pages from the pool, copies write data in,
-// and stages each child as a pending ring request. Staging first tries to
-// merge it into a staged request of the same direction: a back merge (it
-// starts where that one ends), then a front merge, within max_segments pages
-// and max_segments * 4 KiB; flushes and discards never merge (`merges_read`,
-// `merges_write`: one per request merged into another, as iostat counts).
+// Submit() splits a BlockIo into children of at most max_segments pages, or
+// a discard / write-zeroes range into pieces the protocol can carry
+// (DriverRing::MaxRangeSectors; both counted as `splits`), gives each a run of
+// pages from the pool, copies write data in, and stages each child as a pending
+// ring request. Staging first tries to merge it into a staged request of the
+// same direction: a back merge (it starts where that one ends), then a front
+// merge, within max_segments pages, max_segments * 4 KiB and the iovecs an
+// engine takes (io::kMaxIovecs, one per run of consecutive pages); flushes
+// and discards never merge (`merges_read`, `merges_write`: one per request
+// merged into another, as iostat counts).
 //
 // Dispatch policies (QueuePolicy::dispatch):
 // - kWhenRoom: requests leave the staging queue only into free ring slots;
@@ -96,6 +99,10 @@ class FrontendQueue final : public InterruptHandler {
   // completion thread, or on the backend thread with --irq inline.
   void HandleInterrupt() override;
 
+  // The backend gave up on the ring: answers what it had published, fails
+  // everything else in the queue and every later Submit() with EIO.
+  void OnRingStopped() override;
+
   // Blocks until every submitted BlockIo has completed.
   void Drain();
 
@@ -116,6 +123,9 @@ class FrontendQueue final : public InterruptHandler {
     uint64_t sector = 0;
     uint64_t num_sectors = 0;
     std::vector<DataSegment> segments;
+    // How many iovecs the backend needs for `segments` at most: one per run
+    // of whole consecutive pages. Merges keep it within io::kMaxIovecs.
+    uint32_t iovecs = 0;
     Members members;
     uint64_t staged_ns = 0;  // when it entered the staging queue
   };
@@ -151,12 +161,26 @@ class FrontendQueue final : public InterruptHandler {
   // How long the completion thread may sleep before a plug expires, in ns;
   // -1 until it is signalled. REQUIRES: mu_ held, and Pump() just ran.
   int64_t SleepBudgetNs(uint64_t now_ns) const;
+  // Whether the completion thread must be woken so that it flushes the
+  // staging queue's front when its plug expires: true when that deadline is
+  // still ahead and earlier than the one the thread sleeps towards (which it
+  // then records). Every Pump() outside the completion loop asks this: with
+  // --irq inline responses are handled on the backend thread, and nothing
+  // else would re-arm the timer for requests staged meanwhile.
+  // REQUIRES: mu_ held, and Pump() just ran.
+  bool NeedsTimerWake(uint64_t now_ns);
+  // Fails every request not on the ring (staged, dispatch list, waiting for
+  // pages) with EIO; appends the BlockIos that are now complete.
+  // REQUIRES: mu_ held.
+  void FailUnsent(std::vector<BlockIo*>* done);
   // Calls Complete() on each of `done` and frees their read pages.
   void Finish(const std::vector<BlockIo*>& done);
   uint32_t PagesFor(uint64_t sectors) const {
     return static_cast<uint32_t>((sectors + kSectorsPerPage - 1) /
                                  kSectorsPerPage);
   }
+  // The most sectors one child of a BlockIo of operation `op` carries.
+  uint64_t SectorsPerChild(BlockOp op) const;
   // Sectors of child `child` of `io`.
   uint64_t ChildSectors(const BlockIo* io, uint32_t child) const;
 
@@ -164,6 +188,9 @@ class FrontendQueue final : public InterruptHandler {
   const FrontendLayout layout_;
   const QueuePolicy policy_;
   const uint32_t sectors_per_request_;
+  // The ring protocol's range limits (DriverRing::MaxRangeSectors).
+  const uint64_t max_discard_sectors_;
+  const uint64_t max_write_zeroes_sectors_;
   EventFd* const kick_;
   EventFd* const irq_;
   stats::QueueStats* const stats_;
@@ -181,7 +208,11 @@ class FrontendQueue final : public InterruptHandler {
   uint32_t busy_ewma_ = 0;             // blk-mq's dispatch_busy
   std::vector<uint32_t> table_pages_;  // scratch for one ring request
   uint64_t outstanding_ = 0;           // submitted BlockIos not yet completed
+  // The plug deadline the completion thread sleeps towards, in NowNs() time;
+  // UINT64_MAX while it sleeps until signalled.
+  uint64_t timer_deadline_ns_ = UINT64_MAX;
   bool stopping_ = false;
+  bool ring_stopped_ = false;  // OnRingStopped() was called
 
   std::thread completion_thread_;
 };

@@ -30,6 +30,11 @@ class InterruptHandler {
   // Consumes every published response and completes what they finish.
   // May run on any thread; never waits for I/O.
   virtual void HandleInterrupt() = 0;
+  // The backend stopped serving the ring for good (the frontend published
+  // an impossible index) after answering every request it had taken: fail
+  // whatever else waits on the ring, and every request from now on, with
+  // EIO. Called once, on the backend thread.
+  virtual void OnRingStopped() = 0;
 };
 
 }  // namespace pvdisk::transport

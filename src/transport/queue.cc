@@ -97,6 +97,7 @@ BackendQueue Queue::ForBackend(int buffer_index) {
   if (options_.irq == InterruptMode::kInline) {
     backend.inline_interrupts = frontend_.get();
   }
+  backend.frontend = frontend_.get();
   backend.stats = &stats_;
   backend.ring_slots = options_.ring_size;
   backend.buffer_index = buffer_index;

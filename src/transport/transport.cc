@@ -81,11 +81,14 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(
       backend_options.engine_max_inflight = engine_depth;
     }
     transport->engine_depth_ = std::max(transport->engine_depth_, engine_depth);
-    PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<io::IoEngine> engine,
-                            make_engine(engine_depth));
-    if (!buffers.empty()) engine->OfferBuffers(std::move(buffers));
-    transport->backends_.push_back(std::make_unique<BackendLoop>(
-        std::move(served), std::move(engine), backend_options));
+    EngineMaker make_backend_engine = [make_engine, engine_depth] {
+      return make_engine(engine_depth);
+    };
+    PVDISK_ASSIGN_OR_RETURN(
+        std::unique_ptr<BackendLoop> backend,
+        BackendLoop::Create(std::move(served), std::move(buffers),
+                            std::move(make_backend_engine), backend_options));
+    transport->backends_.push_back(std::move(backend));
   }
   return transport;
 }
@@ -130,13 +133,14 @@ Queue& Transport::QueueFor(uint64_t sector) {
 
 bool Transport::uses_fixed_buffers() const {
   for (const auto& backend : backends_) {
-    if (!backend->engine().uses_fixed_buffers()) return false;
+    if (!backend->uses_fixed_buffers()) return false;
   }
   return !backends_.empty();
 }
 
 std::string_view Transport::engine_mode() const {
-  return backends_.empty() ? std::string_view() : backends_[0]->engine().mode();
+  return backends_.empty() ? std::string_view()
+                           : std::string_view(backends_[0]->engine_mode());
 }
 
 }  // namespace pvdisk::transport

@@ -43,7 +43,9 @@ struct TransportOptions {
 // Checks queue counts and thread counts (and the queue options).
 absl::Status ValidateTransportOptions(const TransportOptions& options);
 
-// Makes the engine of one backend thread, of the given depth.
+// Makes the engine of one backend thread, of the given depth. Kept for the
+// transport's life: a backend calls it again (from its own thread) to
+// replace an engine that failed, so it must own what it captures.
 using EngineFactory =
     std::function<absl::StatusOr<std::unique_ptr<io::IoEngine>>(uint32_t)>;
 

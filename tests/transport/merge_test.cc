@@ -67,6 +67,8 @@ class FakeRing final : public DriverRing {
 
   // --- Test side ---
 
+  uint64_t MaxRangeSectors(BlockOp) const override { return UINT64_MAX; }
+
   // How many more requests Write() may take (the ring's free slots).
   void SetRoom(uint32_t room) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -133,7 +133,11 @@ struct TransportConfig {
   InterruptMode irq = InterruptMode::kInline;
   bool read_only = false;
   BackendOptions backend;
+  QueuePolicy policy;
   std::optional<io::FaultRange> fault;
+  // When set, an engine fails as a whole when it fires (see
+  // io/failing_engine.h).
+  std::shared_ptr<io::EngineFailTrigger> fail_trigger;
 };
 
 class TransportFixture : public ::testing::Test {
@@ -181,6 +185,7 @@ class TransportFixture : public ::testing::Test {
     options.queue.persistent = config.persistent;
     options.queue.notify = config.notify;
     options.queue.irq = config.irq;
+    options.queue.policy = config.policy;
     options.queue.disk_sectors = image_->size_sectors();
     options.queue.read_only = config.read_only;
     options.queues = config.queues;
@@ -195,6 +200,7 @@ class TransportFixture : public ::testing::Test {
       engine_options.kind = config.engine;
       engine_options.depth = depth;
       engine_options.fault = config.fault;
+      engine_options.fail_trigger = config.fail_trigger;
       return io::CreateEngine(engine_options, *image_file);
     };
     auto transport = Transport::Create(options, factory);
@@ -245,6 +251,17 @@ class TransportFixture : public ::testing::Test {
     ios_->ios.push_back(
         std::make_unique<TestIo>(waiter, op, sector, sectors, data));
     return ios_->ios.back().get();
+  }
+
+  // Writes `data` into the image at `sector` with a separate file
+  // descriptor (before the transport starts, or where it does not look).
+  void WriteImage(uint64_t sector, const std::string& data) {
+    int fd = open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ssize_t n =
+        pwrite(fd, data.data(), data.size(), static_cast<off_t>(sector * 512));
+    close(fd);
+    ASSERT_EQ(n, static_cast<ssize_t>(data.size()));
   }
 
   // The image's bytes, read with a separate file descriptor.

@@ -24,6 +24,8 @@ class BlkifDriverRing final : public DriverRing {
                   NotifyMode notify);
 
   uint32_t FreeSlots() const override;
+  // nr_sectors is 64 bits wide: any range fits one request.
+  uint64_t MaxRangeSectors(BlockOp) const override { return UINT64_MAX; }
   void Write(const RingRequest& request) override;
   PushResult Publish() override;
   int ConsumeResponses(

@@ -97,6 +97,9 @@ void VirtioDriverRing::Write(const RingRequest& request) {
   chain_.clear();
   chain_.push_back(Desc{table + virtio::kHeaderOffset, sizeof(header), 0, 0});
   if (request.op == BlockOp::kDiscard || request.op == BlockOp::kWriteZeroes) {
+    // The caller split the range at MaxRangeSectors(): it fits num_sectors.
+    assert(request.num_sectors > 0 &&
+           request.num_sectors <= MaxRangeSectors(request.op));
     virtio::DiscardSegment segment{
         request.sector, static_cast<uint32_t>(request.num_sectors), 0};
     std::memcpy(table_memory + virtio::kDiscardOffset, &segment,

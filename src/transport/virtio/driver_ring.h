@@ -35,6 +35,10 @@ class VirtioDriverRing final : public DriverRing {
 
   uint32_t FreeSlots() const override { return num_free_; }
   bool HasRoomFor(BlockOp op, uint32_t segment_count) const override;
+  uint64_t MaxRangeSectors(BlockOp op) const override {
+    return op == BlockOp::kDiscard ? virtio::kMaxDiscardSectors
+                                   : virtio::kMaxWriteZeroesSectors;
+  }
   void Write(const RingRequest& request) override;
   PushResult Publish() override;
   int ConsumeResponses(

@@ -69,6 +69,11 @@ struct DiscardSegment {
 };
 static_assert(sizeof(DiscardSegment) == 16);
 inline constexpr uint32_t kWriteZeroesUnmap = 1;
+// What pvdisk's device advertises as max_discard_sectors and
+// max_write_zeroes_sectors: as much as num_sectors holds, rounded down to a
+// whole 4 KiB page so that the pieces of a long aligned range stay aligned.
+inline constexpr uint32_t kMaxDiscardSectors = 0xFFFFFFF8u;
+inline constexpr uint32_t kMaxWriteZeroesSectors = 0xFFFFFFF8u;
 
 // Where the parts of a queue of `size` entries live in its ring memory:
 // descriptor table at 0 (16-byte aligned), available ring right after it
