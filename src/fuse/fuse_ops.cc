@@ -12,11 +12,12 @@
 #include <string>
 #include <string_view>
 
-#include "absl/strings/ascii.h"
+#include "absl/strings/string_view.h"
 #include "fuse/attributes.h"
 #include "fuse/filesystem.h"
 #include "fuse/inodes.h"
 #include "stats/counters.h"
+#include "stats/stats_command.h"
 
 namespace pvdisk::fuse {
 namespace {
@@ -268,13 +269,11 @@ void OnWrite(fuse_req_t req, fuse_ino_t ino, const char* buf, size_t size,
              off_t offset, fuse_file_info*) {
   Filesystem& fs = Fs(req);
   if (ino == kStatsInode) {
-    absl::string_view command =
-        absl::StripAsciiWhitespace(absl::string_view(buf, size));
-    if (command != "reset") {
+    if (!stats::ParseStatsCommand(absl::string_view(buf, size)).ok()) {
       fuse_reply_err(req, EINVAL);
       return;
     }
-    fs.ResetStats();
+    fs.ResetStats();  // the only command there is
     fuse_reply_write(req, size);
     return;
   }
