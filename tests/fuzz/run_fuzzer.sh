@@ -62,7 +62,7 @@ echo "$name: $execs execs in $elapsed s ($rate/s), $findings findings," \
 
 if [ "$status" -ne 0 ] || [ "$findings" -gt 0 ]; then
   # The sanitizer's or FUZZ_CHECK's report, and where the input was saved.
-  grep -v '^#\|^INFO:\|^stat::' "$log" | tail -60
+  grep -v '^#\|^INFO:\|^stat::\|NEW_FUNC\|^ *0x[0-9a-f]*: ' "$log" | tail -60
   if [ "$findings" -gt 0 ]; then
     # The input itself, in case WORK is a temporary folder.
     for f in $(ls -t "$work/findings" | head -n "$findings"); do
