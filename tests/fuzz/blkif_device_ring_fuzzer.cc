@@ -67,7 +67,9 @@ class Harness {
         ring_(blkif::RingBytes(slots_)),
         limits_(ReadLimits(in)),
         data_(FreshDataArea(limits_.data_pages)),
-        grants_(data_.data(), limits_.data_pages, ring_.data(), ring_.size()),
+        grants_(data_.data(), limits_.data_pages,
+                ring_.data() + sizeof(blkif::SharedRingHeader),
+                size_t{slots_} * sizeof(blkif::Slot)),
         device_(InitRing(), slots_, &grants_, limits_,
                 in.U8() & 1 ? transport::NotifyMode::kAlways
                             : transport::NotifyMode::kEventIdx) {}

@@ -7,7 +7,8 @@
 //   finding: a device ring validates page numbers before it maps them;
 // - every mapping must be unmapped before the ring call returns (Balanced());
 // - the fuzzer can arm a "race": the next MapPages() first writes a byte of
-//   the shared ring, as a frontend writing concurrently would, so that a
+//   the ring's frontend-written part (request slots, descriptor table,
+//   available ring), as a frontend writing concurrently would, so that a
 //   device that reads a shared slot or descriptor twice sees it change.
 #pragma once
 
@@ -38,9 +39,10 @@ inline std::span<uint8_t> FreshDataArea(uint32_t pages) {
 
 class HostileGrants final : public transport::GrantMapper {
  public:
-  // `data` holds `pages` pages; `ring` is the shared ring (`ring_bytes`).
-  HostileGrants(uint8_t* data, uint32_t pages, uint8_t* ring, size_t ring_bytes)
-      : data_(data), pages_(pages), ring_(ring), ring_bytes_(ring_bytes) {}
+  // `data` holds `pages` pages; `racy` (`racy_bytes`) is the part of the
+  // shared ring the frontend writes requests into.
+  HostileGrants(uint8_t* data, uint32_t pages, uint8_t* racy, size_t racy_bytes)
+      : data_(data), pages_(pages), racy_(racy), racy_bytes_(racy_bytes) {}
   ~HostileGrants() override {
     for (const Copy& copy : copies_) delete[] copy.address;
   }
@@ -54,7 +56,7 @@ class HostileGrants final : public transport::GrantMapper {
                "the device mapped pages outside the data area");
     if (race_armed_) {
       race_armed_ = false;
-      ring_[race_offset_ % ring_bytes_] = race_value_;
+      racy_[race_offset_ % racy_bytes_] = race_value_;
     }
     auto* copy = new uint8_t[size_t{count} * kPageBytes];
     std::memcpy(copy, data_ + size_t{first} * kPageBytes,
@@ -100,8 +102,8 @@ class HostileGrants final : public transport::GrantMapper {
 
   uint8_t* data_;
   uint32_t pages_;
-  uint8_t* ring_;
-  size_t ring_bytes_;
+  uint8_t* racy_;
+  size_t racy_bytes_;
   std::vector<Copy> copies_;
   bool race_armed_ = false;
   uint32_t race_offset_ = 0;

@@ -144,7 +144,7 @@ def blkif_seeds():
         blkif_config(pages=32, sectors=1 << 20, max_segments=4096) +
         u8(B_FILL) + u8(31) + u16(8) + u8(0) +
         push(blkif_indirect(OP_READ, 12, 0, 8, [31])) +
-        u8(B_RACE) + u32(64 + 2) + u8(0xFF) + take + answer_all(1))
+        u8(B_RACE) + u32(2) + u8(0xFF) + take + answer_all(1))
     s["write-slot-then-publish"] = (
         blkif_config() + u8(B_WRITE_SLOT) + u8(0) +
         blkif_rw(OP_READ, 3, 0, [(0, 0, 0)]) +

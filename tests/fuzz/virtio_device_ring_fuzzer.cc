@@ -74,7 +74,8 @@ class Harness {
         ring_(virtio::LayoutFor(size_).bytes),
         limits_(ReadLimits(in)),
         data_(FreshDataArea(limits_.data_pages)),
-        grants_(data_.data(), limits_.data_pages, ring_.data(), ring_.size()),
+        grants_(data_.data(), limits_.data_pages, ring_.data(),
+                virtio::LayoutFor(size_).used),  // descriptors, avail ring
         q_(ring_.data(), size_),
         device_(ring_.data(), size_, &grants_, limits_,
                 in.U8() & 1 ? transport::NotifyMode::kAlways
