@@ -4,22 +4,21 @@
 // forge req_prod, move the event indices, write indirect segment pages, race
 // the device's reads) interleaved with what BackendLoop does (take a request
 // and answer invalid ones at once, answer taken ones in any order, publish,
-// final check). After each step the ring must keep its contract:
+// final check: BackendSide). After each step the ring must keep its
+// contract:
 // - kValid requests obey CheckValidRequest (pages, sectors, disk end, ro);
 // - indirect requests only where more than 11 segments were negotiated;
 // - the device never holds more unanswered requests than the ring has slots
 //   (else a response would overwrite a request not yet read);
 // - published rsp_prod is the number of responses put;
 // - kNone agrees with HasRequests(); every page mapping is undone.
-#include <cerrno>
 #include <cstdint>
-#include <deque>
 #include <span>
 #include <vector>
 
+#include "backend_side.h"
 #include "fuzz_input.h"
 #include "hostile_grants.h"
-#include "request_check.h"
 #include "transport/blkif/device_ring.h"
 #include "transport/blkif/format.h"
 #include "transport/shared_index.h"
@@ -30,9 +29,9 @@ namespace {
 namespace blkif = transport::blkif;
 using transport::DeviceRequest;
 using transport::RingIdx;
-using transport::TakeResult;
 
-enum Action : uint8_t {
+// The frontend's actions; the backend's (BackendAction) follow them.
+enum FrontendAction : uint8_t {
   kPushSlot,          // 112 bytes into the next slot; req_prod + 1
   kWriteSlot,         // u8 slot, 112 bytes; nothing published
   kSetReqProd,        // u32: forge req_prod
@@ -40,24 +39,8 @@ enum Action : uint8_t {
   kSetEvents,         // u32 req_event, u32 rsp_event
   kWriteData,         // u8 page, u16 offset, u8 length, bytes
   kFillIndirectPage,  // u8 page, u16 count, u8 first data page: valid segments
-  kRaceNextMap,       // u32 ring offset, u8 value
-  kTake,              // TakeRequest, as BackendLoop::TakeRequests does
-  kRespond,           // u8 which outstanding, u8 result
-  kPublish,
-  kFinalCheck,
-  kActionCount,
+  kFrontendActionCount,
 };
-
-int ResultFor(uint8_t code) {
-  switch (code % 3) {
-    case 0:
-      return 0;
-    case 1:
-      return -EIO;
-    default:
-      return -EOPNOTSUPP;
-  }
-}
 
 class Harness {
  public:
@@ -72,14 +55,21 @@ class Harness {
                 size_t{slots_} * sizeof(blkif::Slot)),
         device_(InitRing(), slots_, &grants_, limits_,
                 in.U8() & 1 ? transport::NotifyMode::kAlways
-                            : transport::NotifyMode::kEventIdx) {}
+                            : transport::NotifyMode::kEventIdx),
+        backend_(&device_, &grants_, limits_, slots_, Traits()) {}
 
   void Run() {
-    while (!in_.empty()) Step(static_cast<Action>(in_.U8() % kActionCount));
-    // Answer everything, as BackendLoop::Stop does.
-    while (!outstanding_.empty()) Respond(0, 0);
-    Publish();
-    device_.FinalCheckForRequests();
+    while (!in_.empty()) {
+      int action =
+          in_.U8() % (int{kFrontendActionCount} + int{kBackendActionCount});
+      if (action < kFrontendActionCount) {
+        Step(static_cast<FrontendAction>(action));
+      } else {
+        backend_.Step(static_cast<BackendAction>(action - kFrontendActionCount),
+                      in_);
+      }
+    }
+    backend_.Finish();
   }
 
  private:
@@ -108,7 +98,7 @@ class Harness {
            (index & (slots_ - 1));
   }
 
-  void Step(Action action) {
+  void Step(FrontendAction action) {
     switch (action) {
       case kPushSlot:
         in_.Bytes(slot(req_prod_), sizeof(blkif::Slot));
@@ -153,101 +143,29 @@ class Harness {
         }
         break;
       }
-      case kRaceNextMap: {
-        uint32_t offset = in_.U32();
-        grants_.ArmRace(offset, in_.U8());
-        break;
-      }
-      case kTake:
-        Take();
-        break;
-      case kRespond: {
-        uint8_t which = in_.U8();
-        Respond(which, in_.U8());
-        break;
-      }
-      case kPublish:
-        Publish();
-        break;
-      case kFinalCheck:
-        device_.FinalCheckForRequests();
-        FUZZ_CHECK(grants_.Balanced(), "a mapping left behind");
-        break;
-      case kActionCount:
+      case kFrontendActionCount:
         break;
     }
   }
 
-  void Take() {
-    // BackendLoop takes only while it has a free slot for a valid request,
-    // and stops taking from a broken ring.
-    if (broken_ || outstanding_.size() >= slots_) return;
-    DeviceRequest request;
-    TakeResult result = device_.TakeRequest(&request);
-    FUZZ_CHECK(grants_.Balanced(), "a mapping left behind");
-    switch (result) {
-      case TakeResult::kNone:
-        FUZZ_CHECK(!device_.HasRequests(),
-                   "kNone, yet HasRequests() says a request waits");
-        return;
-      case TakeResult::kRingBroken:
-        broken_ = true;
-        return;
-      case TakeResult::kAnswered:
-        FUZZ_CHECK(false, "blkif answered a request by itself");
-        return;
-      case TakeResult::kInvalid:
-      case TakeResult::kUnsupported:
-        ++taken_;
-        CheckRoom();
-        Put(request, result == TakeResult::kInvalid ? -EINVAL : -EOPNOTSUPP);
-        return;
-      case TakeResult::kValid:
-        ++taken_;
-        CheckRoom();
-        CheckValidRequest(request, limits_);
-        if (request.indirect) {
-          FUZZ_CHECK(limits_.max_segments >
-                         static_cast<uint32_t>(blkif::kMaxDirectSegments),
-                     "an indirect request that was not negotiated");
-        } else {
-          FUZZ_CHECK(request.segments.size() <=
-                         static_cast<size_t>(blkif::kMaxDirectSegments),
-                     "a direct request with more than 11 segments");
-        }
-        outstanding_.push_back(std::move(request));
-        return;
-    }
-  }
-
-  // Requests taken and not answered must fit in the ring's slots, or a
-  // response would land on a request the device has not read yet.
-  void CheckRoom() {
-    FUZZ_CHECK(static_cast<RingIdx>(taken_ - responded_) <= slots_,
-               "more requests taken than the ring has room to answer");
-  }
-
-  void Respond(uint8_t which, uint8_t code) {
-    if (outstanding_.empty()) return;
-    auto it =
-        outstanding_.begin() + static_cast<long>(which % outstanding_.size());
-    Put(*it, ResultFor(code));
-    outstanding_.erase(it);
-  }
-
-  void Put(const DeviceRequest& request, int result) {
-    device_.PutResponse(request, result);
-    ++responded_;
-    FUZZ_CHECK(grants_.Balanced(), "a mapping left behind");
-  }
-
-  void Publish() {
-    RingIdx before = transport::LoadAcquire(header()->rsp_prod);
-    transport::PushResult pushed = device_.PublishResponses();
-    RingIdx after = transport::LoadAcquire(header()->rsp_prod);
-    FUZZ_CHECK(after == responded_, "rsp_prod is not the responses put");
-    FUZZ_CHECK((pushed == transport::PushResult::kNothing) == (before == after),
-               "PublishResponses() misreported what it published");
+  RingTraits Traits() {
+    RingTraits traits;
+    traits.published = [this] {
+      return transport::LoadAcquire(header()->rsp_prod);
+    };
+    traits.check_valid = [this](const DeviceRequest& request) {
+      if (request.indirect) {
+        FUZZ_CHECK(limits_.max_segments >
+                       static_cast<uint32_t>(blkif::kMaxDirectSegments),
+                   "an indirect request that was not negotiated");
+      } else {
+        FUZZ_CHECK(request.segments.size() <=
+                       static_cast<size_t>(blkif::kMaxDirectSegments),
+                   "a direct request with more than 11 segments");
+      }
+    };
+    traits.bounds_unanswered = true;
+    return traits;
   }
 
   FuzzInput& in_;
@@ -258,11 +176,8 @@ class Harness {
   HostileGrants grants_;
   transport::BlkifDeviceRing device_;
 
+  BackendSide backend_;
   RingIdx req_prod_ = 0;  // the frontend's private producer index
-  bool broken_ = false;
-  RingIdx taken_ = 0;      // requests the device handed out
-  RingIdx responded_ = 0;  // responses put
-  std::deque<DeviceRequest> outstanding_;
 };
 
 }  // namespace
