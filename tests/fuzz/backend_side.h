@@ -83,6 +83,23 @@ class BackendSide {
     }
   }
 
+  // Runs a whole script: each action byte picks one of the protocol's
+  // `frontend_actions` actions (done by `frontend_step`) or, after them, a
+  // backend action. At the end everything is answered and published.
+  template <typename FrontendStep>
+  void RunScript(FuzzInput& in, int frontend_actions,
+                 FrontendStep frontend_step) {
+    while (!in.empty()) {
+      int action = in.U8() % (frontend_actions + int{kBackendActionCount});
+      if (action < frontend_actions) {
+        frontend_step(action);
+      } else {
+        Step(static_cast<BackendAction>(action - frontend_actions), in);
+      }
+    }
+    Finish();
+  }
+
   // Answers everything and publishes, as BackendLoop::Stop does.
   void Finish() {
     while (!outstanding_.empty()) Respond(0, 0);

@@ -64,17 +64,9 @@ class Harness {
         backend_(&device_, &grants_, limits_, size_, Traits()) {}
 
   void Run() {
-    while (!in_.empty()) {
-      int action =
-          in_.U8() % (int{kFrontendActionCount} + int{kBackendActionCount});
-      if (action < kFrontendActionCount) {
-        Step(static_cast<FrontendAction>(action));
-      } else {
-        backend_.Step(static_cast<BackendAction>(action - kFrontendActionCount),
-                      in_);
-      }
-    }
-    backend_.Finish();
+    backend_.RunScript(in_, kFrontendActionCount, [this](int action) {
+      Step(static_cast<FrontendAction>(action));
+    });
   }
 
  private:
