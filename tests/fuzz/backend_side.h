@@ -33,6 +33,11 @@ struct RingTraits {
   // virtio used.idx), and the bits it has.
   std::function<uint32_t()> published;
   uint32_t index_mask = UINT32_MAX;
+  // The id the next request must carry, read from the shared ring before
+  // the take (`taken`: requests taken so far): blkif the slot's id, virtio
+  // the avail ring's head. The response echoes it, and the frontend finds
+  // its request by it.
+  std::function<uint64_t(uint32_t taken)> next_id;
   // Protocol-specific checks of a valid request.
   std::function<void(const transport::DeviceRequest&)> check_valid;
   // Whether TakeRequest may answer a request itself (virtio GET_ID).
@@ -123,9 +128,14 @@ class BackendSide {
     // BackendLoop takes only while it has a free slot for a valid request,
     // and stops taking from a broken ring.
     if (broken_ || outstanding_.size() >= slots_) return;
+    uint64_t id = traits_.next_id(taken_);
     transport::DeviceRequest request;
     transport::TakeResult result = ring_->TakeRequest(&request);
     FUZZ_CHECK(grants_->Balanced(), "a mapping left behind");
+    if (result != transport::TakeResult::kNone &&
+        result != transport::TakeResult::kRingBroken) {
+      FUZZ_CHECK(request.id == id, "the request does not carry its id");
+    }
     switch (result) {
       case transport::TakeResult::kNone:
         FUZZ_CHECK(!ring_->HasRequests(),

@@ -11,6 +11,7 @@
 // - the device never holds more unanswered requests than the ring has slots
 //   (else a response would overwrite a request not yet read);
 // - published rsp_prod is the number of responses put;
+// - every request taken carries the id of its slot;
 // - kNone agrees with HasRequests(); every page mapping is undone.
 #include <cstdint>
 #include <span>
@@ -145,6 +146,7 @@ class Harness {
     traits.published = [this] {
       return transport::LoadAcquire(header()->rsp_prod);
     };
+    traits.next_id = [this](uint32_t taken) { return slot(taken)->req.id; };
     traits.check_valid = [this](const DeviceRequest& request) {
       if (request.indirect) {
         FUZZ_CHECK(limits_.max_segments >

@@ -12,6 +12,7 @@
 //   mappings it undoes (HostileGrants), and no shared byte outside the ring
 //   (AddressSanitizer: the ring is allocated at its exact size);
 // - used.idx is published as the number of responses put;
+// - every request taken carries the head of its avail ring entry;
 // - kNone agrees with HasRequests().
 #include <cstdint>
 #include <span>
@@ -117,6 +118,9 @@ class Harness {
     RingTraits traits;
     traits.published = [this] { return transport::LoadAcquire(q_.UsedIdx()); };
     traits.index_mask = UINT16_MAX;
+    traits.next_id = [this](uint32_t taken) -> uint64_t {
+      return transport::LoadRelaxed(q_.AvailRing(taken & (size_ - 1)));
+    };
     traits.may_answer_itself = true;  // GET_ID
     return traits;
   }
