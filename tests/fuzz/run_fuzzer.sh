@@ -43,9 +43,18 @@ mkdir -p "$work/corpus" "$work/findings"
 log="$work/fuzz.log"
 before=$(find "$work/findings" -type f | wc -l)
 
+# A 16 MiB quarantine (ASan's default is 256 MiB) still catches a use after
+# free within a run, and spares the page faults of cycling through 256 MiB:
+# about a third more runs per second for the ring targets.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16}
+
 # -timeout: an input that runs this long is a hang, and a finding.
+# -max_len: 1 KiB holds a ring script of about 60 steps (a full 256-entry
+# ring of requests, or a dozen requests with their data); longer inputs only
+# make each run slower.
 start=$(date +%s)
 "$fuzzer" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
+  -max_len=1024 \
   -print_final_stats=1 -artifact_prefix="$work/findings/" "$@" \
   "$work/corpus" "$seeds" >"$log" 2>&1
 status=$?
