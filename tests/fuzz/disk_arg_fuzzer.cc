@@ -1,4 +1,5 @@
-// Fuzzes ParseDiskArg (--disk PATH[,ro][,size=SIZE][,eio=SECTOR[+COUNT]]):
+// Fuzzes ParseDiskArg
+// (--disk PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]]):
 // any text is either refused with an InvalidArgument that starts with
 // "--disk", or gives a spec with a non-empty path without commas, a positive
 // size and a non-empty fault range; that spec, written back in the canonical
@@ -16,6 +17,7 @@ namespace {
 std::string Canonical(const pvdisk::fuse::DiskSpec& spec) {
   std::string text = spec.path;
   if (spec.read_only) absl::StrAppend(&text, ",ro");
+  if (!spec.lock) absl::StrAppend(&text, ",lock=off");
   if (spec.expected_size) absl::StrAppend(&text, ",size=", *spec.expected_size);
   if (spec.fault) {
     absl::StrAppend(&text, ",eio=", spec.fault->first_sector, "+",
@@ -26,7 +28,7 @@ std::string Canonical(const pvdisk::fuse::DiskSpec& spec) {
 
 bool SameSpec(const pvdisk::fuse::DiskSpec& a,
               const pvdisk::fuse::DiskSpec& b) {
-  return a.path == b.path && a.read_only == b.read_only &&
+  return a.path == b.path && a.read_only == b.read_only && a.lock == b.lock &&
          a.expected_size == b.expected_size &&
          a.fault.has_value() == b.fault.has_value() &&
          (!a.fault || (a.fault->first_sector == b.fault->first_sector &&

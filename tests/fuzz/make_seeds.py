@@ -279,7 +279,8 @@ SIZE = ["512", "4k", "64K", "256M", "1G", "1GiB", "2gb", "1T", "100B",
 DISK_ARG = ["disk.img", "/tmp/a.img,ro", "a.img,size=1G", "a.img,eio=2048+8",
             "a.img,eio=7", "a.img,ro,size=64M,eio=7+1", "a.img,bogus", ",ro",
             "a.img,,ro", "a.img,size=", "a.img,eio=1+0", "a.img,eio=1+2+3",
-            "a.img,eio=x"]
+            "a.img,eio=x", "a.img,lock=off", "a.img,ro,lock=on",
+            "a.img,lock=maybe"]
 STATS_COMMAND = ["reset", "reset\n", "  reset\t\n", "resett", "", "RESET",
                  "reset reset"]
 ARGS = ["--disk\0a.img\0--queues\0004\0mnt",
