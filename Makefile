@@ -4,6 +4,8 @@
 #   make test  installs what is missing, builds, runs the whole suite (ctest)
 #   make bench installs what is missing, builds, runs the microbenchmarks,
 #              bench/compare and bench/experiments; results go to results/
+#   make fuzz  builds the libFuzzer targets (clang, in FUZZ_BUILD_DIR) and
+#              runs each for FUZZ_SECONDS; `make test` runs each briefly
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 RESULTS ?= results
@@ -12,8 +14,11 @@ STAMP := $(shell date +%Y%m%d-%H%M%S)
 MICRO_MIN_TIME ?= 0.1
 # Options for bench/compare and bench/experiments, e.g. ARGS="--runtime 1".
 ARGS ?=
+# The fuzzing tree (clang, libFuzzer + ASan + UBSan) and seconds per target.
+FUZZ_BUILD_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build run test format clean
+.PHONY: all deps build run test format clean fuzz fuzz-build
 .PHONY: bench bench-micro bench-compare bench-experiments
 
 all: build
@@ -22,20 +27,31 @@ deps:
 	@scripts/install-deps.sh
 
 build: deps
-	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
+	  -DPVDISK_FUZZ_BUILD_DIR=$(abspath $(FUZZ_BUILD_DIR)) >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# Only the fuzz targets, each from the few sources it tests (tests/fuzz/).
+fuzz-build: deps
+	@cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_CXX_COMPILER=clang++ -DPVDISK_FUZZ=ON >/dev/null
+	@cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target fuzzers
+
+fuzz: fuzz-build
+	@tests/fuzz/run_all.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)
 
 run: build
 	@scripts/demo.sh $(BUILD_DIR)
 
-test: build
+# The ctest tests fuzz.NAME run the fuzzing tree's targets a few seconds each.
+test: build fuzz-build
 	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 600 -j 1
 
 format:
 	@find src tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
 
 clean:
-	@rm -rf $(BUILD_DIR)
+	@rm -rf $(BUILD_DIR) $(FUZZ_BUILD_DIR)
 
 # Every executable in BUILD_DIR/bench/, each writing its JSON to results/.
 define run_micro

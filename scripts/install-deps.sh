@@ -15,6 +15,8 @@ packages=(
   python3          # examples/pvlab.py, bench/compare, bench/experiments, tests/bench
   qemu-system-common  # qemu-storage-daemon: bench/compare's peer, and the image-lock tests
   gnuplot-nox      # the PNG plots of bench/experiments
+  clang libclang-rt-14-dev  # tests/fuzz: clang++ with libFuzzer, ASan, UBSan
+  llvm             # llvm-symbolizer: sanitizer reports with file:line
 )
 
 missing=()

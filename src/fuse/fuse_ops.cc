@@ -14,11 +14,12 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/strings/ascii.h"
+#include "absl/strings/string_view.h"
 #include "fuse/attributes.h"
 #include "fuse/filesystem.h"
 #include "fuse/inodes.h"
 #include "stats/counters.h"
+#include "stats/stats_command.h"
 
 namespace pvdisk::fuse {
 namespace {
@@ -239,11 +240,11 @@ void FilesystemHandler::Read(const Request& request, Reply reply) {
 void FilesystemHandler::Write(const Request& request, Reply reply) {
   uint64_t ino = request.nodeid;
   if (ino == kStatsInode) {
-    absl::string_view command = absl::StripAsciiWhitespace(
-        absl::string_view(reinterpret_cast<const char*>(request.data.data()),
-                          request.data.size()));
-    if (command != "reset") return reply.Error(EINVAL);
-    fs_.ResetStats();
+    absl::string_view command(
+        reinterpret_cast<const char*>(request.data.data()),
+        request.data.size());
+    if (!stats::ParseStatsCommand(command).ok()) return reply.Error(EINVAL);
+    fs_.ResetStats();  // the only command there is
     return reply.Struct(
         protocol::WriteOut(static_cast<uint32_t>(request.data.size())));
   }

@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora tests/fuzz/corpus/NAME/seed-* for the fuzz targets.
+
+Run it after changing an input layout:  python3 tests/fuzz/make_seeds.py
+It replaces every seed-* file and leaves regression-* files (inputs that once
+found a defect, kept so that every run replays them) alone.
+
+The ring fuzzers read their input as little-endian fields, front to back
+(tests/fuzz/fuzz_input.h): a configuration, then a script of actions, each an
+action byte and its operands, as listed below and in the fuzzers' Action
+enums. Seeds give the fuzzer a well-formed example of every request kind and
+index trick; it mutates from there.
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def u8(v):
+    return struct.pack("<B", v & 0xFF)
+
+
+def u16(v):
+    return struct.pack("<H", v & 0xFFFF)
+
+
+def u32(v):
+    return struct.pack("<I", v & 0xFFFFFFFF)
+
+
+def u64(v):
+    return struct.pack("<Q", v & 0xFFFFFFFFFFFFFFFF)
+
+
+# --- blkif (blkif_device_ring_fuzzer.cc) -----------------------------------
+# Configuration: u8 ring order (slots = 1 << order % 7), u8 data pages - 1,
+# u64 disk sectors, u16 max segments - 1, u8 read-only, u8 notify always.
+B_PUSH, B_WRITE_SLOT, B_SET_PROD, B_ADD_PROD, B_EVENTS, B_DATA, B_FILL, \
+    B_RACE, B_TAKE, B_RESPOND, B_PUBLISH, B_FINAL = range(12)
+SLOT = 112
+OP_READ, OP_WRITE, OP_BARRIER, OP_FLUSH, OP_DISCARD, OP_INDIRECT = \
+    0, 1, 2, 3, 5, 6
+
+
+def blkif_config(order=5, pages=16, sectors=2048, max_segments=11, ro=0,
+                 always=0):
+    return (u8(order) + u8(pages - 1) + u64(sectors) + u16(max_segments - 1) +
+            u8(ro) + u8(always))
+
+
+def blkif_rw(op, rid, sector, segments, nr=None):
+    body = (u8(op) + u8(len(segments) if nr is None else nr) + u16(0) +
+            u32(0) + u64(rid) + u64(sector))
+    for gref, first, last in segments:
+        body += u32(gref) + u8(first) + u8(last) + u16(0)
+    return body.ljust(SLOT, b"\0")
+
+
+def blkif_discard(rid, sector, count, flag=0):
+    return (u8(OP_DISCARD) + u8(flag) + u16(0) + u32(0) + u64(rid) +
+            u64(sector) + u64(count)).ljust(SLOT, b"\0")
+
+
+def blkif_indirect(op, rid, sector, count, pages):
+    body = (u8(OP_INDIRECT) + u8(op) + u16(count) + u32(0) + u64(rid) +
+            u64(sector) + u16(0) + u16(0))
+    for p in (list(pages) + [0] * 8)[:8]:
+        body += u32(p)
+    return body.ljust(SLOT, b"\0")
+
+
+def push(slot):
+    return u8(B_PUSH) + slot
+
+
+def answer_all(n, code=0):
+    return (u8(B_RESPOND) + u8(0) + u8(code)) * n + u8(B_PUBLISH) + \
+        u8(B_FINAL)
+
+
+def blkif_seeds():
+    take = u8(B_TAKE)
+    s = {}
+    s["read"] = (blkif_config() +
+                 push(blkif_rw(OP_READ, 7, 0, [(0, 0, 7), (1, 0, 3)])) +
+                 take + answer_all(1))
+    s["write-flush-discard"] = (
+        blkif_config() +
+        push(blkif_rw(OP_WRITE, 1, 8, [(2, 1, 7)])) +
+        push(blkif_rw(OP_FLUSH, 2, 0, [])) +
+        push(blkif_discard(3, 16, 8)) +
+        push(blkif_discard(4, 24, 8, flag=2)) +
+        take * 4 + answer_all(4, code=1))
+    s["eleven-segments"] = (
+        blkif_config(sectors=1 << 20) +
+        push(blkif_rw(OP_READ, 5, 100, [(i, 0, 7) for i in range(11)])) +
+        take + answer_all(1))
+    s["indirect-one-page"] = (
+        blkif_config(pages=32, sectors=1 << 20, max_segments=4096) +
+        u8(B_FILL) + u8(31) + u16(100) + u8(0) +
+        push(blkif_indirect(OP_READ, 9, 0, 100, [31])) +
+        take + answer_all(1))
+    s["indirect-two-pages"] = (
+        blkif_config(pages=32, sectors=1 << 20, max_segments=1024) +
+        u8(B_FILL) + u8(30) + u16(512) + u8(0) +
+        u8(B_FILL) + u8(31) + u16(88) + u8(0) +
+        push(blkif_indirect(OP_WRITE, 10, 8, 600, [30, 31])) +
+        take + answer_all(1, code=2))
+    s["indirect-not-negotiated"] = (
+        blkif_config() +
+        push(blkif_indirect(OP_READ, 11, 0, 1, [15])) + take + answer_all(0))
+    s["invalid-requests"] = (
+        blkif_config(ro=1) +
+        push(blkif_rw(OP_READ, 1, 0, [(99, 0, 7)])) +       # page outside
+        push(blkif_rw(OP_READ, 2, 0, [(0, 5, 2)])) +        # first > last
+        push(blkif_rw(OP_READ, 3, 0, [], nr=0)) +           # no segments
+        push(blkif_rw(OP_READ, 4, 0, [(0, 0, 7)], nr=12)) +  # too many
+        push(blkif_rw(OP_READ, 5, 2047, [(0, 0, 7)])) +     # past the end
+        push(blkif_rw(OP_WRITE, 6, 0, [(0, 0, 7)])) +       # read-only
+        push(blkif_rw(OP_BARRIER, 7, 0, [])) +              # unsupported
+        push(blkif_rw(77, 8, 0, [])) +                      # unknown
+        take * 8 + answer_all(0))
+    s["producer-overflow"] = (
+        blkif_config(order=2) + u8(B_SET_PROD) + u32(1000) + take +
+        answer_all(0))
+    s["producer-back"] = (
+        blkif_config(order=2) +
+        push(blkif_rw(OP_READ, 1, 0, [(0, 0, 7)])) + take +
+        u8(B_ADD_PROD) + u8(0xFE) + take + answer_all(1))
+    s["ring-full"] = (
+        blkif_config(order=2) +
+        push(blkif_rw(OP_READ, 1, 0, [(0, 0, 7)])) * 4 + take * 4 +
+        take + u8(B_RESPOND) + u8(2) + u8(0) + u8(B_RESPOND) + u8(0) +
+        u8(1) + u8(B_PUBLISH) +
+        push(blkif_rw(OP_READ, 2, 0, [(0, 0, 7)])) * 2 + take * 3 +
+        answer_all(4))
+    s["events"] = (
+        blkif_config(order=3) + u8(B_EVENTS) + u32(0) + u32(3) +
+        push(blkif_rw(OP_READ, 1, 0, [(0, 0, 7)])) * 3 + take * 3 +
+        answer_all(3) + u8(B_FINAL) +
+        push(blkif_rw(OP_READ, 2, 0, [(0, 0, 7)])) + u8(B_FINAL))
+    s["race-indirect"] = (
+        blkif_config(pages=32, sectors=1 << 20, max_segments=4096) +
+        u8(B_FILL) + u8(31) + u16(8) + u8(0) +
+        push(blkif_indirect(OP_READ, 12, 0, 8, [31])) +
+        u8(B_RACE) + u32(2) + u8(0xFF) + take + answer_all(1))
+    s["write-slot-then-publish"] = (
+        blkif_config() + u8(B_WRITE_SLOT) + u8(0) +
+        blkif_rw(OP_READ, 3, 0, [(0, 0, 0)]) +
+        u8(B_DATA) + u8(0) + u16(0) + u8(4) + b"junk" +
+        u8(B_ADD_PROD) + u8(1) + take + answer_all(1))
+    return s
+
+
+# --- virtio (virtio_device_ring_fuzzer.cc) ---------------------------------
+# Configuration: u8 queue order (size = 1 << order % 9), u8 data pages - 1,
+# u64 disk sectors, u16 max segments - 1, u8 read-only, u8 serial length,
+# serial bytes, u8 notify always.
+V_DESC, V_PUSH, V_SET_IDX, V_DRIVER_WORDS, V_DATA, V_RACE, V_TAKE, \
+    V_RESPOND, V_PUBLISH, V_FINAL = range(10)
+NEXT, WRITE, INDIRECT = 1, 2, 4
+T_IN, T_OUT, T_FLUSH, T_GET_ID, T_DISCARD, T_WRITE_ZEROES = 0, 1, 4, 8, 11, 13
+
+
+def virtio_config(order=4, pages=16, sectors=2048, max_segments=32, ro=0,
+                  serial=b"pvdisk-0", always=0):
+    return (u8(order) + u8(pages - 1) + u64(sectors) +
+            u16(max_segments - 1) + u8(ro) + u8(len(serial)) + serial +
+            u8(always))
+
+
+def desc_bytes(addr, length, flags, nxt):
+    return u64(addr) + u32(length) + u16(flags) + u16(nxt)
+
+
+def desc(index, addr, length, flags=0, nxt=0):
+    return u8(V_DESC) + u16(index) + desc_bytes(addr, length, flags, nxt)
+
+
+def data(offset, payload):
+    return u8(V_DATA) + u32(offset) + u8(len(payload)) + payload
+
+
+def header(rtype, sector):
+    return u32(rtype) + u32(0) + u64(sector)
+
+
+def vpush(head):
+    return u8(V_PUSH) + u16(head)
+
+
+def vanswer(n, code=0):
+    return (u8(V_RESPOND) + u8(0) + u8(code)) * n + u8(V_PUBLISH) + \
+        u8(V_FINAL)
+
+
+STATUS = 200  # the status byte's offset in page 0
+SEGMENT = 32  # a discard segment's offset in page 0
+
+
+def chain(rtype, data_descs, sector=0, base=0):
+    """Header at page 0, the data descriptors, status byte: descs base..."""
+    out = data(0, header(rtype, sector))
+    descs = [(0, 16, 0)] + data_descs + [(STATUS, 1, WRITE)]
+    for i, (addr, length, flags) in enumerate(descs):
+        last = i == len(descs) - 1
+        out += desc(base + i, addr, length, flags | (0 if last else NEXT),
+                    0 if last else base + i + 1)
+    return out
+
+
+def virtio_seeds():
+    take = u8(V_TAKE)
+    s = {}
+    s["read"] = (virtio_config() + chain(T_IN, [(4096, 8192, WRITE)]) +
+                 vpush(0) + take + vanswer(1))
+    s["write"] = (virtio_config() +
+                  chain(T_OUT, [(4096, 512, 0), (12288, 1024, 0)], 8) +
+                  vpush(0) + take + vanswer(1, code=1))
+    s["flush"] = (virtio_config() + chain(T_FLUSH, []) + vpush(0) + take +
+                  vanswer(1))
+    s["get-id"] = (virtio_config() + chain(T_GET_ID, [(300, 20, WRITE)]) +
+                   vpush(0) + take + vanswer(0))
+    s["discard"] = (virtio_config() +
+                    data(SEGMENT, u64(16) + u32(8) + u32(0)) +
+                    chain(T_DISCARD, [(SEGMENT, 16, 0)]) + vpush(0) + take +
+                    vanswer(1))
+    s["write-zeroes"] = (virtio_config() +
+                         data(SEGMENT, u64(16) + u32(8) + u32(1)) +
+                         chain(T_WRITE_ZEROES, [(SEGMENT, 16, 0)]) +
+                         vpush(0) + take + vanswer(1))
+    table = (desc_bytes(0, 16, NEXT, 1) + desc_bytes(4096, 4096, WRITE | NEXT,
+                                                     2) +
+             desc_bytes(STATUS, 1, WRITE, 0))
+    s["indirect"] = (virtio_config() + data(0, header(T_IN, 0)) +
+                     data(8192, table) + desc(3, 8192, len(table), INDIRECT) +
+                     vpush(3) + take + vanswer(1))
+    s["direct-then-indirect"] = (
+        virtio_config() + data(0, header(T_OUT, 0)) +
+        data(8192, desc_bytes(4096, 512, NEXT, 1) +
+             desc_bytes(STATUS, 1, WRITE, 0)) +
+        desc(0, 0, 16, NEXT, 1) + desc(1, 8192, 32, INDIRECT) + vpush(0) +
+        take + vanswer(1))
+    s["loop"] = (virtio_config() + desc(0, 0, 16, NEXT, 1) +
+                 desc(1, 4096, 512, NEXT, 0) + vpush(0) + take + vanswer(0))
+    s["out-of-range"] = (virtio_config() + desc(0, 0, 16, NEXT, 999) +
+                         vpush(0) + vpush(4000) + take * 2 + vanswer(0))
+    s["too-long"] = (virtio_config(order=2, max_segments=2) +
+                     chain(T_IN, [(4096, 512, WRITE)] * 3) + vpush(0) + take +
+                     vanswer(0))
+    s["avail-idx-forged"] = (virtio_config() + u8(V_SET_IDX) + u16(1000) +
+                             take + vanswer(0))
+    s["event-index"] = (virtio_config(order=3) +
+                        u8(V_DRIVER_WORDS) + u16(0) + u16(1) +
+                        chain(T_FLUSH, []) + vpush(0) + vpush(0) + vpush(0) +
+                        take * 3 + (u8(V_RESPOND) + u8(0) + u8(0) +
+                                    u8(V_PUBLISH)) * 3 + u8(V_FINAL))
+    s["notify-always"] = (virtio_config(always=1) + chain(T_FLUSH, []) +
+                          vpush(0) + take + vanswer(1) + u8(V_DRIVER_WORDS) +
+                          u16(1) + u16(0) + vpush(0) + take + vanswer(1))
+    s["unsupported"] = (virtio_config() + chain(99, []) + vpush(0) + take +
+                        vanswer(0))
+    s["race"] = (virtio_config() + chain(T_IN, [(4096, 4096, WRITE)]) +
+                 u8(V_RACE) + u32(0) + u8(0xFF) + vpush(0) + take + vanswer(1))
+    s["read-only-write"] = (virtio_config(ro=1) +
+                            chain(T_OUT, [(4096, 512, 0)]) + vpush(0) + take +
+                            vanswer(0))
+    return s
+
+
+# --- text parsers ----------------------------------------------------------
+def text_seeds(items):
+    return {"%02d" % i: t.encode() for i, t in enumerate(items)}
+
+
+SIZE = ["512", "4k", "64K", "256M", "1G", "1GiB", "2gb", "1T", "100B",
+        "18446744073709551615", "16777216T", "0", "1.5G", "-1", "1 G", "1X"]
+DISK_ARG = ["disk.img", "/tmp/a.img,ro", "a.img,size=1G", "a.img,eio=2048+8",
+            "a.img,eio=7", "a.img,ro,size=64M,eio=7+1", "a.img,bogus", ",ro",
+            "a.img,,ro", "a.img,size=", "a.img,eio=1+0", "a.img,eio=1+2+3",
+            "a.img,eio=x", "a.img,lock=off", "a.img,ro,lock=on",
+            "a.img,lock=maybe"]
+STATS_COMMAND = ["reset", "reset\n", "  reset\t\n", "resett", "", "RESET",
+                 "reset reset"]
+ARGS = ["--disk\0a.img\0--queues\0004\0mnt",
+        "--allow-other\0mnt",
+        "--queues=2\0--disk=a.img,ro\0--disk\0b.img\0x",
+        "--queues\0001\0--queues\0002",
+        "--allow-other=yes",
+        "-x\0--\0---\0--bogus",
+        "--queues"]
+
+
+def write(name, seeds):
+    folder = os.path.join(HERE, "corpus", name)
+    os.makedirs(folder, exist_ok=True)
+    for old in os.listdir(folder):
+        if old.startswith("seed-"):
+            os.remove(os.path.join(folder, old))
+    for label, payload in seeds.items():
+        with open(os.path.join(folder, "seed-" + label), "wb") as f:
+            f.write(payload)
+
+
+def main():
+    write("blkif_device_ring", blkif_seeds())
+    write("virtio_device_ring", virtio_seeds())
+    write("size", text_seeds(SIZE))
+    write("disk_arg", text_seeds(DISK_ARG))
+    write("stats_command", text_seeds(STATS_COMMAND))
+    write("args", text_seeds(ARGS))
+
+
+if __name__ == "__main__":
+    main()

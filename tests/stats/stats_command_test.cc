@@ -1,0 +1,44 @@
+// ParseStatsCommand: what a write(2) to the stats file may say.
+#include "stats/stats_command.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace pvdisk::stats {
+namespace {
+
+TEST(StatsCommandTest, AcceptsResetWithSurroundingWhitespace) {
+  for (const char* text : {"reset", "reset\n", "  reset\t\n", "\nreset"}) {
+    absl::StatusOr<StatsCommand> command = ParseStatsCommand(text);
+    ASSERT_TRUE(command.ok()) << text << ": " << command.status();
+    EXPECT_EQ(*command, StatsCommand::kReset);
+  }
+}
+
+TEST(StatsCommandTest, RefusesAnythingElseNamingItAndTheAllowedCommand) {
+  for (const char* text :
+       {"", "\n", "Reset", "reset now", "re set", "resetx"}) {
+    absl::StatusOr<StatsCommand> command = ParseStatsCommand(text);
+    ASSERT_FALSE(command.ok()) << "'" << text << "' was accepted";
+    EXPECT_EQ(command.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(command.status().message().find("allowed: reset"),
+              std::string::npos)
+        << command.status();
+  }
+}
+
+TEST(StatsCommandTest, QuotesBinaryInputEscapedAndShortened) {
+  std::string junk(1000, '\x01');
+  junk[0] = '\0';
+  absl::StatusOr<StatsCommand> command = ParseStatsCommand(junk);
+  ASSERT_FALSE(command.ok());
+  std::string message(command.status().message());
+  EXPECT_LT(message.size(), 400u) << message;
+  EXPECT_EQ(message.find('\x01'), std::string::npos) << "not escaped";
+  EXPECT_NE(message.find("\\000\\001"), std::string::npos) << message;
+  EXPECT_NE(message.find("..."), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace pvdisk::stats
