@@ -26,6 +26,7 @@
 #include "cli/disk_arg.h"
 #include "cli/fuse_conf.h"
 #include "cli/mount_table.h"
+#include "cli/placement.h"
 #include "fuse/channel/uring_channel.h"
 #include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
@@ -47,6 +48,10 @@ struct MountConfig {
   fuse::DiskOptions options;
   unsigned fuse_threads = fuse::kDefaultFuseThreads;
   fuse::FuseChannelOptions channel;  // --fuse-io as asked (resolved later)
+  PlacementFlag placement = PlacementFlag::kAuto;  // --placement as asked
+  // The transport settings for the backend-thread placement, kept for when
+  // --fuse-io auto resolves to classic after inline was chosen.
+  transport::TransportOptions backend_thread_transport;
   bool allow_other = false;
   bool foreground = false;
 };
@@ -72,9 +77,10 @@ const std::vector<FlagSpec>& MountFlags() {
        absl::StrCat("queues per disk, each with its own ring, data pages, "
                     "notifications and stats row: 1 to ",
                     transport::kMaxQueues)},
-      {"queue-map", true, false, "offset|thread|round-robin", "offset",
+      {"queue-map", true, false, "offset|thread|round-robin|cpu", "offset",
        "which queue a request goes to: by 1 MiB stripe of the disk, by "
-       "submitting thread, or the next queue each time"},
+       "submitting thread, the next queue each time, or by the CPU the "
+       "request arrives on (always cpu with --placement inline)"},
       {"backend-threads", true, false, "M", "1",
        "backend threads per disk, each serving queues q with q % M == its "
        "index through one io_uring"},
@@ -122,6 +128,12 @@ const std::vector<FlagSpec>& MountFlags() {
        absl::StrCat(fuse::channel::kDefaultUringQueueDepth),
        absl::StrCat("FUSE requests each uring queue holds at once: 1 to ",
                     fuse::channel::kMaxUringQueueDepth)},
+      {"placement", true, false, "auto|inline|backend-thread", "auto",
+       "where each queue's backend runs: inline = on the thread of the FUSE "
+       "uring queue its requests arrive on, sharing its io_uring (one queue "
+       "per CPU, no thread hand-offs); backend-thread = on backend threads "
+       "of its own (--backend-threads); auto = inline with --fuse-io uring "
+       "unless a queue flag asks for what only backend threads do"},
       {"allow-other", false, false, "", "",
        "let users other than the one mounting reach the mount; the kernel "
        "still checks each file's owner and mode (those of its image)"},
@@ -341,6 +353,19 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
         "auto); --fuse-io classic has none (see --fuse-threads)");
   }
 
+  PVDISK_ASSIGN_OR_RETURN(config->placement,
+                          ParsePlacement(parsed.Get("placement", "auto")));
+  const uint32_t cpus = fuse::channel::PossibleCpus();
+  config->backend_thread_transport = transport;
+  PVDISK_ASSIGN_OR_RETURN(
+      transport::Placement placement,
+      ChoosePlacement(config->placement, config->channel.fuse_io, parsed,
+                      transport, cpus));
+  if (placement == transport::Placement::kInline) {
+    transport = InlineTransport(transport, cpus);
+    PVDISK_RETURN_IF_ERROR(transport::ValidateTransportOptions(transport));
+  }
+
   uint64_t budget = transport::DefaultMemoryBudget();
   if (parsed.Has("max-memory")) {
     absl::StatusOr<uint64_t> size = ParseSize(parsed.Get("max-memory", ""));
@@ -350,9 +375,18 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
     }
     budget = *size;
   }
-  PVDISK_RETURN_IF_ERROR(transport::CheckMemoryBudget(
-      transport, config->options.engine == io::EngineKind::kUring,
-      static_cast<uint32_t>(config->disks.size()), budget));
+  const bool uring_engine = config->options.engine == io::EngineKind::kUring;
+  const uint32_t disk_count = static_cast<uint32_t>(config->disks.size());
+  absl::Status fits =
+      transport::CheckMemoryBudget(transport, uring_engine, disk_count, budget);
+  if (!fits.ok() && placement == transport::Placement::kInline &&
+      config->placement == PlacementFlag::kAuto) {
+    // One queue per CPU is too much here: auto takes backend threads.
+    transport = config->backend_thread_transport;
+    fits = transport::CheckMemoryBudget(transport, uring_engine, disk_count,
+                                        budget);
+  }
+  PVDISK_RETURN_IF_ERROR(fits);
 
   config->allow_other = parsed.Has("allow-other");
   if (config->allow_other && geteuid() != 0 &&
@@ -469,6 +503,17 @@ int RunMount(const std::vector<std::string>& args) {
   }
   config.channel.fuse_io = *fuse_io;
   config.options.fuse_io = std::string(fuse::channel::FuseIoName(*fuse_io));
+  transport::TransportOptions& transport = config.options.transport;
+  if (*fuse_io == fuse::channel::FuseIo::kClassic &&
+      transport.placement == transport::Placement::kInline) {
+    if (config.placement == PlacementFlag::kInline) {
+      PrintError(
+          "--placement inline needs FUSE over io_uring, which this kernel "
+          "does not offer (see --fuse-io); use --placement backend-thread");
+      return kExitUsage;
+    }
+    transport = config.backend_thread_transport;
+  }
   if (*fuse_io == fuse::channel::FuseIo::kUring) {
     config.options.fuse_queues = fuse::channel::PossibleCpus();
     config.options.fuse_queue_depth = config.channel.queue_depth;

@@ -68,9 +68,11 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
     base_engine_options.fail_trigger =
         std::make_shared<io::EngineFailTrigger>(*spec.engine_fail);
   }
-  auto make_engine = [image, base_engine_options](uint32_t depth) {
+  auto make_engine = [image, base_engine_options](uint32_t depth,
+                                                  io::RingLender* lender) {
     io::EngineOptions engine_options = base_engine_options;
     engine_options.depth = depth;
+    engine_options.ring_lender = lender;
     return io::CreateEngine(engine_options, *image);
   };
   PVDISK_ASSIGN_OR_RETURN(
@@ -147,8 +149,9 @@ stats::DiskReport Disk::Report() const {
                           ? std::string("none")
                           : absl::StrCat(options_.fuse_queues, "x",
                                          options_.fuse_queue_depth)},
-      // Where the backend side of each queue runs: its own thread(s).
-      {"placement", "backend-thread"},
+      // Where the backend side of each queue runs: its own thread(s), or
+      // the thread of the FUSE queue its requests come from.
+      {"placement", std::string(transport::PlacementName(t.placement))},
   };
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     report.queues.push_back(transport_->queue(q).stats().Snapshot());

@@ -74,6 +74,15 @@ class Disk {
     return transport_->QueueFor(sector);
   }
 
+  // The inline placement: see Transport::AttachDriven.
+  absl::StatusOr<transport::Transport::Driven> AttachDriven(
+      uint32_t q, io::RingLender* lender, transport::KickHandler* kicks) {
+    return transport_->AttachDriven(q, lender, kicks);
+  }
+  const transport::TransportOptions& transport_options() const {
+    return transport_->options();
+  }
+
   // What DiskIo counts, so that Shutdown can wait for it.
   OperationsInFlight& operations() { return operations_; }
 

@@ -7,6 +7,7 @@
 #include "fuse/attributes.h"
 #include "fuse/channel/server.h"
 #include "fuse/fuse_ops.h"
+#include "fuse/inline_driver.h"
 
 namespace pvdisk::fuse {
 Filesystem::Filesystem(std::vector<std::unique_ptr<Disk>> disks,
@@ -49,6 +50,17 @@ absl::Status Filesystem::MountAndServe(
   serve.classic_threads = fuse_threads_;
   serve.fuse_io = channel_.fuse_io;
   serve.queue_depth = channel_.queue_depth;
+  // The inline placement: each uring queue's thread drives its queue of
+  // every disk (all disks of a mount share the placement).
+  if (!disks_.empty() && disks_[0]->transport_options().placement ==
+                             transport::Placement::kInline) {
+    std::vector<Disk*> disks;
+    for (auto& disk : disks_) disks.push_back(disk.get());
+    serve.companion_sq_entries = InlineSubmissionEntries(disks);
+    serve.companion = [disks](uint32_t qid) {
+      return std::make_unique<InlineDriver>(disks, qid);
+    };
+  }
   FilesystemHandler handler(this);
   channel::ServeHooks hooks;
   hooks.on_mounted = on_mounted;

@@ -10,6 +10,7 @@
 #include "io/failing_engine.h"
 #include "io/image_file.h"
 #include "io/io_engine.h"
+#include "io/ring_lender.h"
 
 namespace pvdisk::io {
 
@@ -41,6 +42,10 @@ struct EngineOptions {
   // Test-only: when set, the engine fails as a whole when this trigger
   // fires (`--disk IMG,engine_fail=N`; see failing_engine.h).
   std::shared_ptr<EngineFailTrigger> fail_trigger;
+  // When set, the uring engine queues its I/O on this thread's ring instead
+  // of one of its own (the inline placement; see io/ring_lender.h). Other
+  // engines ignore it.
+  RingLender* ring_lender = nullptr;
 };
 
 // `image` must stay open for the engine's lifetime.

@@ -18,6 +18,7 @@
 #include "base/errno_status.h"
 #include "io/iov_cursor.h"
 #include "io/request_check.h"
+#include "io/ring_lender.h"
 
 namespace pvdisk::io {
 namespace {
@@ -84,13 +85,15 @@ unsigned RingEntries(uint32_t depth) {
       std::bit_ceil(std::clamp<uint64_t>(want, kMinEntries, kMaxEntries)));
 }
 
-class UringEngine final : public IoEngine {
+class UringEngine final : public IoEngine, public CqeSink {
  public:
-  UringEngine(const ImageFile& image, uint32_t depth)
+  // `lender`: null for a ring of the engine's own, else the ring to borrow.
+  UringEngine(const ImageFile& image, uint32_t depth, RingLender* lender)
       : image_fd_(image.fd()),
         image_bytes_(image.size_bytes()),
         mode_(image.direct_note()),
         depth_(depth),
+        lender_(lender),
         slots_(depth) {
     free_slots_.reserve(depth);
     for (uint32_t i = depth; i > 0; --i) free_slots_.push_back(i - 1);
@@ -111,8 +114,14 @@ class UringEngine final : public IoEngine {
   bool uses_fixed_buffers() const override {
     return fixed_buffers_.load(std::memory_order_relaxed);
   }
+  // A borrowed ring's completion, handed over by its owner.
+  void OnCqe(uint64_t user_data, int32_t res) override {
+    OnIoCqe(static_cast<uint32_t>(user_data & RingLender::kSinkMask), res,
+            lent_completions_);
+  }
 
  private:
+  bool borrowed() const { return lender_ != nullptr; }
   // Sets up the ring on first use. Returns 0 or a negative errno (remembered:
   // later calls fail the same way).
   int EnsureRing();
@@ -137,8 +146,13 @@ class UringEngine final : public IoEngine {
   const uint64_t image_bytes_;
   const std::string mode_;
   const uint32_t depth_;
+  RingLender* const lender_;
+  uint64_t lend_tag_ = 0;  // ORed into user_data while borrowing
+  // Borrowed ring: completions handed over by OnCqe(), for the next Run().
+  std::vector<IoCompletion> lent_completions_;
 
-  io_uring ring_ = {};
+  io_uring own_ring_ = {};
+  io_uring* ring_ = &own_ring_;
   bool ring_ready_ = false;
   int ring_error_ = 0;
   bool fixed_file_ = false;  // image registered as fixed file 0
@@ -163,6 +177,15 @@ class UringEngine final : public IoEngine {
 int UringEngine::EnsureRing() {
   if (ring_ready_) return 0;
   if (ring_error_ != 0) return ring_error_;
+  if (borrowed()) {
+    // The owner thread's ring: no fixed file or buffers of our own (the
+    // ring's tables belong to its owner), no wake watches.
+    ring_ = lender_->ring();
+    lend_tag_ = lender_->Lend(this);
+    lent_completions_.reserve(depth_);
+    ring_ready_ = true;
+    return 0;
+  }
 
   const unsigned entries = RingEntries(depth_);
   int rc = -EINVAL;
@@ -173,7 +196,7 @@ int UringEngine::EnsureRing() {
     // (and the kernel keeps overflowing CQEs anyway: IORING_FEAT_NODROP).
     params.flags = flags | IORING_SETUP_CQSIZE;
     params.cq_entries = 2 * entries;
-    rc = io_uring_queue_init_params(entries, &ring_, &params);
+    rc = io_uring_queue_init_params(entries, ring_, &params);
     if (rc != -EINVAL) break;
   }
   if (rc < 0) {
@@ -183,14 +206,14 @@ int UringEngine::EnsureRing() {
   ring_ready_ = true;
   // A fixed file saves a file-table lookup and reference per request. Not
   // essential: without it requests name the plain descriptor.
-  fixed_file_ = io_uring_register_files(&ring_, &image_fd_, 1) == 0;
+  fixed_file_ = io_uring_register_files(ring_, &image_fd_, 1) == 0;
   // Fixed buffers pin the pages once, instead of once per request. Also not
   // essential: if the kernel refuses (memlock limit, too large), requests
   // use ordinary reads and writes.
   if (!offered_buffers_.empty()) {
     fixed_buffers_.store(
         io_uring_register_buffers(
-            &ring_, offered_buffers_.data(),
+            ring_, offered_buffers_.data(),
             static_cast<unsigned>(offered_buffers_.size())) == 0,
         std::memory_order_relaxed);
   }
@@ -199,12 +222,12 @@ int UringEngine::EnsureRing() {
 }
 
 io_uring_sqe* UringEngine::GetSqe() {
-  if (io_uring_sqe* sqe = io_uring_get_sqe(&ring_)) return sqe;
+  if (io_uring_sqe* sqe = io_uring_get_sqe(ring_)) return sqe;
   int rc;
   do {
-    rc = io_uring_submit(&ring_);
+    rc = io_uring_submit(ring_);
   } while (rc == -EINTR);
-  return io_uring_get_sqe(&ring_);
+  return io_uring_get_sqe(ring_);
 }
 
 int UringEngine::PrepSlot(uint32_t index) {
@@ -253,7 +276,7 @@ int UringEngine::PrepSlot(uint32_t index) {
       break;
   }
   if (fixed_file_) sqe->flags |= IOSQE_FIXED_FILE;
-  io_uring_sqe_set_data64(sqe, index);
+  io_uring_sqe_set_data64(sqe, lend_tag_ | index);
   return 0;
 }
 
@@ -287,6 +310,10 @@ int UringEngine::Queue(const IoRequest& request) {
 }
 
 absl::Status UringEngine::WatchWakeFd(int fd, uint64_t tag) {
+  if (borrowed()) {
+    return absl::FailedPreconditionError(
+        "an engine on a borrowed ring cannot watch wake fds; its owner does");
+  }
   if (fd < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot watch wake fd ", fd, ": not a descriptor"));
@@ -322,12 +349,19 @@ void UringEngine::ArmWakes() {
 
 int UringEngine::Run(bool wait, std::vector<IoCompletion>& out) {
   if (int rc = EnsureRing(); rc < 0) return rc;
+  if (borrowed()) {
+    // The owner submits and reaps; hand out what it passed on. Never waits.
+    const int appended = static_cast<int>(lent_completions_.size());
+    out.insert(out.end(), lent_completions_.begin(), lent_completions_.end());
+    lent_completions_.clear();
+    return appended;
+  }
   int appended = 0;
   for (;;) {
     ArmWakes();
     // With nothing that could ever complete, waiting would hang forever.
     const bool block = wait && appended == 0 && CanComplete();
-    int rc = io_uring_submit_and_wait(&ring_, block ? 1 : 0);
+    int rc = io_uring_submit_and_wait(ring_, block ? 1 : 0);
     // EINTR: a signal; EBUSY/EAGAIN: the kernel wants CQEs reaped (or memory)
     // before it takes more. Reaping below and looping handles all three.
     if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN) {
@@ -345,11 +379,11 @@ int UringEngine::Reap(std::vector<IoCompletion>& out) {
   unsigned head;
   unsigned count = 0;
   io_uring_cqe* cqe;
-  io_uring_for_each_cqe(&ring_, head, cqe) {
+  io_uring_for_each_cqe(ring_, head, cqe) {
     reaped_.emplace_back(io_uring_cqe_get_data64(cqe), cqe->res);
     ++count;
   }
-  io_uring_cq_advance(&ring_, count);
+  io_uring_cq_advance(ring_, count);
 
   int appended = 0;
   for (const auto& [data, res] : reaped_) {
@@ -434,6 +468,12 @@ int UringEngine::Finish(uint32_t index, int64_t result,
 
 UringEngine::~UringEngine() {
   if (!ring_ready_) return;
+  if (borrowed()) {
+    // The owner detaches engines only once nothing is in flight (see
+    // CreateUringEngine); the ring is its to close.
+    lender_->Unlend(lend_tag_);
+    return;
+  }
   // Closing an io_uring does not wait for its requests: the kernel cancels
   // them in the background, and a read that completes meanwhile would still
   // write into memory. So first cancel the eventfd reads (they would
@@ -453,7 +493,7 @@ UringEngine::~UringEngine() {
     __kernel_timespec timeout = {.tv_sec = 0, .tv_nsec = 100'000'000};
     io_uring_cqe* cqe = nullptr;
     int rc =
-        io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &timeout, nullptr);
+        io_uring_submit_and_wait_timeout(ring_, &cqe, 1, &timeout, nullptr);
     if (rc == -EINTR) continue;
     if (rc == -ETIME) {
       // I/O always finishes; keep waiting for it. A wake read that neither
@@ -474,7 +514,7 @@ UringEngine::~UringEngine() {
       if (watch->armed) static_cast<void>(watch.release());
     }
   }
-  io_uring_queue_exit(&ring_);
+  io_uring_queue_exit(ring_);
 }
 
 }  // namespace
@@ -488,7 +528,8 @@ absl::StatusOr<std::unique_ptr<IoEngine>> CreateUringEngine(
     return ErrnoError(-rc, "io_uring is not available");
   }
   io_uring_queue_exit(&probe);
-  return std::make_unique<UringEngine>(image, options.depth);
+  return std::make_unique<UringEngine>(image, options.depth,
+                                       options.ring_lender);
 }
 
 }  // namespace pvdisk::io

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "base/status_macros.h"
 #include "base/thread.h"
 
 namespace pvdisk::transport {
@@ -64,17 +65,37 @@ absl::StatusOr<std::unique_ptr<BackendLoop>> BackendLoop::Create(
     EngineMaker make_engine, const BackendOptions& options) {
   std::unique_ptr<BackendLoop> loop(new BackendLoop(
       std::move(queues), std::move(buffers), std::move(make_engine), options));
-  absl::StatusOr<std::unique_ptr<io::IoEngine>> engine = loop->make_engine_();
-  if (!engine.ok()) return engine.status();
-  loop->engine_ = std::move(*engine);
-  loop->engine_mode_ = std::string(loop->engine_->mode());
-  if (!loop->buffers_.empty()) loop->engine_->OfferBuffers(loop->buffers_);
-  for (uint32_t q = 0; q < loop->queues_.size(); ++q) {
-    absl::Status watch =
-        loop->engine_->WatchWakeFd(loop->queues_[q].queue.kick->fd(), q);
-    if (!watch.ok()) return watch;
-  }
+  absl::Status ready = loop->Init(/*watch_kicks=*/true);
+  if (!ready.ok()) return ready;
   return loop;
+}
+
+absl::StatusOr<std::unique_ptr<BackendLoop>> BackendLoop::CreateDriven(
+    std::vector<BackendQueue> queues, std::vector<iovec> buffers,
+    EngineMaker make_engine, const BackendOptions& options) {
+  BackendOptions driven_options = options;
+  driven_options.poll_us = 0;  // spinning would only delay its driver
+  std::unique_ptr<BackendLoop> loop(
+      new BackendLoop(std::move(queues), std::move(buffers),
+                      std::move(make_engine), driven_options));
+  loop->driven_ = true;
+  absl::Status ready = loop->Init(/*watch_kicks=*/false);
+  if (!ready.ok()) return ready;
+  return loop;
+}
+
+absl::Status BackendLoop::Init(bool watch_kicks) {
+  absl::StatusOr<std::unique_ptr<io::IoEngine>> engine = make_engine_();
+  if (!engine.ok()) return engine.status();
+  engine_ = std::move(*engine);
+  engine_mode_ = std::string(engine_->mode());
+  if (!buffers_.empty()) engine_->OfferBuffers(buffers_);
+  if (!watch_kicks) return absl::OkStatus();
+  for (uint32_t q = 0; q < queues_.size(); ++q) {
+    PVDISK_RETURN_IF_ERROR(
+        engine_->WatchWakeFd(queues_[q].queue.kick->fd(), q));
+  }
+  return absl::OkStatus();
 }
 
 BackendLoop::BackendLoop(std::vector<BackendQueue> queues,
@@ -133,7 +154,7 @@ bool BackendLoop::MakeEngine() {
     return false;
   }
   if (!buffers_.empty()) (*engine)->OfferBuffers(buffers_);
-  for (uint32_t q = 0; q < queues_.size(); ++q) {
+  for (uint32_t q = 0; q < queues_.size() && !driven_; ++q) {
     absl::Status watch = (*engine)->WatchWakeFd(queues_[q].queue.kick->fd(), q);
     if (!watch.ok()) {
       LogInfo("backend cannot watch a kick eventfd: %s", watch.ToString());
@@ -417,6 +438,42 @@ bool BackendLoop::Poll(std::vector<io::IoCompletion>& completions) {
   } while (std::chrono::steady_clock::now() < deadline &&
            !stop_.load(std::memory_order_relaxed));
   return false;
+}
+
+bool BackendLoop::RunRound() {
+  // A few passes at most: a synchronous engine (sync, null) completes within
+  // Run(), and each answer frees a slot for what waits on the ring; past
+  // that the driver's own work should get its turn.
+  constexpr int kMaxPasses = 4;
+  std::vector<io::IoCompletion>& completions = round_completions_;
+  for (int pass = 0; pass < kMaxPasses; ++pass) {
+    if (engine_ == nullptr) MakeEngine();  // requests meanwhile get EIO
+    bool capped = false;
+    for (uint32_t q = 0; q < queues_.size(); ++q) {
+      capped |= TakeRequests(q);
+    }
+    completions.clear();
+    int got =
+        engine_ == nullptr ? 0 : engine_->Run(/*wait=*/false, completions);
+    if (got < 0) {
+      AnswerCompletions(completions);
+      ReplaceEngine(got);
+      continue;
+    }
+    if (engine_ != nullptr) {
+      fixed_buffers_.store(engine_->uses_fixed_buffers(),
+                           std::memory_order_relaxed);
+    }
+    AnswerCompletions(completions);
+    // Interrupts run inline here and may push new requests: the final
+    // checks below see them.
+    PublishAll();
+    ReportStoppedRings();
+    if (got > 0) continue;                // answers freed slots: take again
+    if (capped || AtCap()) return false;  // only a completion lets more in
+    if (!FinalChecks()) return false;
+  }
+  return true;
 }
 
 void BackendLoop::Run() {

@@ -21,6 +21,15 @@
 // request, and no ring it serves has a request waiting, so a request pushed
 // during shutdown (e.g. by an interrupt handler run inline in the publish)
 // is still served.
+//
+// Two ways to drive it (placements). Start() gives it a thread of its own
+// that sleeps in the engine (the "backend-thread" placement: frontend and
+// backend on two sides, as the notification experiments need). Or, made
+// with CreateDriven(), another thread calls RunRound() whenever it has a
+// moment (the "inline" placement: the FUSE queue's thread, whose io_uring
+// the engine borrows, see io/ring_lender.h). Then the loop never sleeps or
+// polls, does not watch the kick eventfds (its driver does), and its engine
+// must not fail as a whole (a borrowed uring engine never does).
 #pragma once
 
 #include <atomic>
@@ -86,6 +95,11 @@ class BackendLoop {
   static absl::StatusOr<std::unique_ptr<BackendLoop>> Create(
       std::vector<BackendQueue> queues, std::vector<iovec> buffers,
       EngineMaker make_engine, const BackendOptions& options);
+  // The same, for a loop that its caller's thread drives with RunRound()
+  // (never Start()). Call it on that thread.
+  static absl::StatusOr<std::unique_ptr<BackendLoop>> CreateDriven(
+      std::vector<BackendQueue> queues, std::vector<iovec> buffers,
+      EngineMaker make_engine, const BackendOptions& options);
   ~BackendLoop();
   BackendLoop(const BackendLoop&) = delete;
   BackendLoop& operator=(const BackendLoop&) = delete;
@@ -93,6 +107,18 @@ class BackendLoop {
   void Start();
   // Stops the thread once it has answered every request it took.
   void Stop();
+
+  // A driven loop's round, on its driver's thread: answers what the engine
+  // completed, takes what the rings hold and queues it on the engine,
+  // publishes responses (interrupts run inline and may push more), and
+  // ends with the rings' final checks, so that the frontend kicks for what
+  // it pushes next. Never blocks. Returns true when work is still waiting
+  // (call again before sleeping); false when only an engine completion or
+  // a kick can bring more.
+  bool RunRound();
+  // A driven loop's driver is going away: destroys the engine on its
+  // thread. REQUIRES: every request taken has been answered.
+  void ReleaseEngine() { engine_.reset(); }
 
   // The engine's description (the first engine's; replacements come from
   // the same maker). Any thread.
@@ -128,6 +154,8 @@ class BackendLoop {
     bool has_responses = false;
   };
 
+  // Makes the first engine and (unless driven) watches the kicks.
+  absl::Status Init(bool watch_kicks);
   void Run();
   // Takes requests from queue `q` while it has free slots and the engine
   // cap allows. Returns true if the ring may hold more (stopped by the cap).
@@ -181,6 +209,10 @@ class BackendLoop {
   // Moving average of the engine's depth right after each submission, in
   // 1/kEwmaScale units.
   int64_t depth_ewma_ = 0;
+
+  // Driven by RunRound(): the kicks are the driver's to watch.
+  bool driven_ = false;
+  std::vector<io::IoCompletion> round_completions_;  // RunRound's scratch
 
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -362,7 +362,13 @@ bool FrontendQueue::PublishLocked() {
   return false;
 }
 
-void FrontendQueue::Kick() { kick_->Signal(); }
+void FrontendQueue::Kick() {
+  if (KickHandler* handler = kick_handler_.load(std::memory_order_acquire)) {
+    handler->HandleKick();
+  } else {
+    kick_->Signal();
+  }
+}
 
 int64_t FrontendQueue::SleepBudgetNs(uint64_t now_ns) const {
   if (policy_.plug_us == 0 || staging_.empty()) return -1;

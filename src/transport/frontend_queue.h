@@ -36,6 +36,7 @@
 // queue's lock, and must not call HandleInterrupt() themselves.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -50,6 +51,7 @@
 #include "transport/driver_ring.h"
 #include "transport/event_fd.h"
 #include "transport/interrupt_handler.h"
+#include "transport/kick_handler.h"
 #include "transport/page_pool.h"
 
 namespace pvdisk::transport {
@@ -84,6 +86,13 @@ class FrontendQueue final : public InterruptHandler {
   ~FrontendQueue() override;
   FrontendQueue(const FrontendQueue&) = delete;
   FrontendQueue& operator=(const FrontendQueue&) = delete;
+
+  // Kicks go to `handler` instead of the kick eventfd (the inline
+  // placement). Call before Start(); `handler` must outlive the queue.
+  // May come after Start(), before any request is submitted.
+  void SetKickHandler(KickHandler* handler) {
+    kick_handler_.store(handler, std::memory_order_release);
+  }
 
   // Starts the completion thread.
   void Start();
@@ -192,6 +201,7 @@ class FrontendQueue final : public InterruptHandler {
   const uint64_t max_discard_sectors_;
   const uint64_t max_write_zeroes_sectors_;
   EventFd* const kick_;
+  std::atomic<KickHandler*> kick_handler_{nullptr};  // when set, kicks go here
   EventFd* const irq_;
   stats::QueueStats* const stats_;
 

@@ -1,5 +1,7 @@
 #include "transport/transport.h"
 
+#include <sched.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -12,9 +14,10 @@ absl::StatusOr<QueueMap> ParseQueueMap(std::string_view text) {
   if (text == "thread") return QueueMap::kThread;
   if (text == "offset") return QueueMap::kOffset;
   if (text == "round-robin") return QueueMap::kRoundRobin;
+  if (text == "cpu") return QueueMap::kCpu;
   return absl::InvalidArgumentError(
       absl::StrCat("--queue-map '", absl::string_view(text.data(), text.size()),
-                   "' is not allowed: use thread, offset or round-robin"));
+                   "' is not allowed: use offset, thread, round-robin or cpu"));
 }
 
 std::string_view QueueMapName(QueueMap map) {
@@ -25,6 +28,18 @@ std::string_view QueueMapName(QueueMap map) {
       return "offset";
     case QueueMap::kRoundRobin:
       return "round-robin";
+    case QueueMap::kCpu:
+      return "cpu";
+  }
+  return "?";
+}
+
+std::string_view PlacementName(Placement placement) {
+  switch (placement) {
+    case Placement::kBackendThread:
+      return "backend-thread";
+    case Placement::kInline:
+      return "inline";
   }
   return "?";
 }
@@ -33,6 +48,14 @@ absl::Status ValidateTransportOptions(const TransportOptions& options) {
   if (options.queues < 1 || options.queues > kMaxQueues) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--queues ", options.queues, " is not allowed: use 1 to ", kMaxQueues));
+  }
+  if (options.placement == Placement::kInline &&
+      (options.queue_map != QueueMap::kCpu || options.backend_threads != 1 ||
+       options.queue.irq != InterruptMode::kInline)) {
+    return absl::InvalidArgumentError(
+        "--placement inline drives each queue from its FUSE queue's thread: "
+        "it needs --queue-map cpu, one backend thread setting and --irq "
+        "inline");
   }
   if (options.backend_threads < 1 || options.backend_threads > options.queues) {
     return absl::InvalidArgumentError(
@@ -48,12 +71,21 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(
   PVDISK_RETURN_IF_ERROR(ValidateTransportOptions(options));
   std::unique_ptr<Transport> transport(new Transport());
   transport->options_ = options;
+  transport->make_engine_ = make_engine;
   for (uint32_t q = 0; q < options.queues; ++q) {
     QueueOptions queue_options = options.queue;
     queue_options.name = absl::StrCat(options.queue.name, "-q", q);
     PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<Queue> queue,
                             Queue::Create(queue_options));
     transport->queues_.push_back(std::move(queue));
+  }
+  if (options.placement == Placement::kInline) {
+    // Backends come with their drivers (AttachDriven).
+    transport->backends_.resize(options.queues);
+    BackendOptions unused = options.backend;
+    transport->engine_depth_ =
+        transport->EngineDepthFor(options.queue.ring_size, &unused);
+    return transport;
   }
   for (uint32_t t = 0; t < options.backend_threads; ++t) {
     std::vector<BackendQueue> served;
@@ -70,19 +102,11 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(
       served.push_back(queue.ForBackend(buffer_index));
       depth += options.queue.ring_size;
     }
-    // The engine holds every request its rings can hold, unless that is
-    // more than an io_uring can: then the engine's depth becomes a cap the
-    // backend respects, shown in the stats header as engine_depth.
-    uint32_t engine_depth = std::min(depth, io::kMaxEngineDepth);
     BackendOptions backend_options = options.backend;
-    if (engine_depth < depth &&
-        (backend_options.engine_max_inflight == 0 ||
-         backend_options.engine_max_inflight > engine_depth)) {
-      backend_options.engine_max_inflight = engine_depth;
-    }
+    uint32_t engine_depth = transport->EngineDepthFor(depth, &backend_options);
     transport->engine_depth_ = std::max(transport->engine_depth_, engine_depth);
     EngineMaker make_backend_engine = [make_engine, engine_depth] {
-      return make_engine(engine_depth);
+      return make_engine(engine_depth, nullptr);
     };
     PVDISK_ASSIGN_OR_RETURN(
         std::unique_ptr<BackendLoop> backend,
@@ -93,11 +117,55 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(
   return transport;
 }
 
+uint32_t Transport::EngineDepthFor(uint32_t ring_slots,
+                                   BackendOptions* backend) {
+  // The engine holds every request its rings can hold, unless that is more
+  // than an io_uring can: then the engine's depth becomes a cap the backend
+  // respects, shown in the stats header as engine_depth.
+  uint32_t engine_depth = std::min(ring_slots, io::kMaxEngineDepth);
+  if (engine_depth < ring_slots &&
+      (backend->engine_max_inflight == 0 ||
+       backend->engine_max_inflight > engine_depth)) {
+    backend->engine_max_inflight = engine_depth;
+  }
+  return engine_depth;
+}
+
+absl::StatusOr<Transport::Driven> Transport::AttachDriven(
+    uint32_t q, io::RingLender* lender, KickHandler* kicks) {
+  if (options_.placement != Placement::kInline || q >= queues_.size() ||
+      backends_[q] != nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("queue ", q, " cannot take a driven backend"));
+  }
+  Queue& queue = *queues_[q];
+  iovec pool = queue.PoolBuffer();
+  std::vector<iovec> buffers;
+  if (pool.iov_len > 0) buffers.push_back(pool);
+  BackendQueue backend_queue = queue.ForBackend(buffers.empty() ? -1 : 0);
+  std::vector<BackendQueue> served = {backend_queue};
+  BackendOptions backend_options = options_.backend;
+  uint32_t engine_depth =
+      EngineDepthFor(options_.queue.ring_size, &backend_options);
+  EngineMaker make_backend_engine = [make_engine = make_engine_, engine_depth,
+                                     lender] {
+    return make_engine(engine_depth, lender);
+  };
+  PVDISK_ASSIGN_OR_RETURN(backends_[q],
+                          BackendLoop::CreateDriven(
+                              std::move(served), std::move(buffers),
+                              std::move(make_backend_engine), backend_options));
+  queue.frontend().SetKickHandler(kicks);
+  return Driven{backends_[q].get(), backend_queue.kick->fd()};
+}
+
 Transport::~Transport() { Shutdown(); }
 
 void Transport::Start() {
   started_ = true;
-  for (auto& backend : backends_) backend->Start();
+  if (options_.placement == Placement::kBackendThread) {
+    for (auto& backend : backends_) backend->Start();
+  }
   for (auto& queue : queues_) queue->frontend().Start();
 }
 
@@ -106,7 +174,9 @@ void Transport::Shutdown() {
   shut_down_ = true;
   if (!started_) return;
   for (auto& queue : queues_) queue->frontend().Drain();
-  for (auto& backend : backends_) backend->Stop();
+  for (auto& backend : backends_) {
+    if (backend) backend->Stop();  // driven ones have no thread to stop
+  }
   for (auto& queue : queues_) queue->frontend().Stop();
 }
 
@@ -127,20 +197,25 @@ Queue& Transport::QueueFor(uint64_t sector) {
       return *queues_[(sector >> 11) % count];  // 2048 sectors = 1 MiB
     case QueueMap::kRoundRobin:
       return *queues_[next_.fetch_add(1, std::memory_order_relaxed) % count];
+    case QueueMap::kCpu: {
+      int cpu = sched_getcpu();
+      return *queues_[cpu < 0 ? 0 : static_cast<uint32_t>(cpu) % count];
+    }
   }
   return *queues_[0];
 }
 
 bool Transport::uses_fixed_buffers() const {
   for (const auto& backend : backends_) {
-    if (!backend->uses_fixed_buffers()) return false;
+    if (!backend || !backend->uses_fixed_buffers()) return false;
   }
   return !backends_.empty();
 }
 
 std::string_view Transport::engine_mode() const {
-  return backends_.empty() ? std::string_view()
-                           : std::string_view(backends_[0]->engine_mode());
+  return backends_.empty() || !backends_[0]
+             ? std::string_view()
+             : std::string_view(backends_[0]->engine_mode());
 }
 
 }  // namespace pvdisk::transport

@@ -1,7 +1,14 @@
-// Transport: all queues of one disk and the backend threads that serve them.
-// Queue q is served by backend thread q % backend_threads; each backend
-// thread has one I/O engine whose depth is the sum of its queues' ring
-// sizes. Which queue a request goes to is the QueueMap policy.
+// Transport: all queues of one disk and the backends that serve them.
+// Which queue a request goes to is the QueueMap policy. Where the backends
+// run is the Placement:
+// - kBackendThread: queue q is served by backend thread q % backend_threads;
+//   each backend thread has one I/O engine whose depth is the sum of its
+//   queues' ring sizes.
+// - kInline: no backend threads. Queue q's backend is made and driven by
+//   the thread that owns FUSE queue q (AttachDriven), with an engine of the
+//   ring's depth on that thread's io_uring, and kicks to it are function
+//   calls there. Queues map to CPUs (QueueMap::kCpu), as the FUSE queues
+//   do, so a request stays on the thread that received it.
 #pragma once
 
 #include <atomic>
@@ -13,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "io/io_engine.h"
+#include "io/ring_lender.h"
 #include "transport/backend_loop.h"
 #include "transport/queue.h"
 
@@ -27,7 +35,16 @@ enum class QueueMap {
   kOffset,      // by disk offset, 1 MiB stripes: sequential runs stay on one
                 // queue, random I/O spreads over all
   kRoundRobin,  // each request to the next queue
+  kCpu,         // the queue of the CPU the submitting thread runs on, modulo
+                // the queue count (blk-mq's CPU-to-hardware-queue map)
 };
+
+enum class Placement {
+  kBackendThread,  // backends on threads of their own
+  kInline,         // each backend driven by its FUSE queue's thread
+};
+
+std::string_view PlacementName(Placement placement);
 
 absl::StatusOr<QueueMap> ParseQueueMap(std::string_view text);
 std::string_view QueueMapName(QueueMap map);
@@ -38,16 +55,19 @@ struct TransportOptions {
   uint32_t backend_threads = 1;
   QueueMap queue_map = QueueMap::kOffset;
   BackendOptions backend;
+  Placement placement = Placement::kBackendThread;
 };
 
 // Checks queue counts and thread counts (and the queue options).
 absl::Status ValidateTransportOptions(const TransportOptions& options);
 
-// Makes the engine of one backend thread, of the given depth. Kept for the
-// transport's life: a backend calls it again (from its own thread) to
-// replace an engine that failed, so it must own what it captures.
+// Makes the engine of one backend, of the given depth, on the lender's ring
+// when one is given (kInline; null otherwise). Kept for the transport's
+// life: a backend calls it again (from its own thread) to replace an engine
+// that failed, so it must own what it captures.
 using EngineFactory =
-    std::function<absl::StatusOr<std::unique_ptr<io::IoEngine>>(uint32_t)>;
+    std::function<absl::StatusOr<std::unique_ptr<io::IoEngine>>(
+        uint32_t depth, io::RingLender* lender)>;
 
 class Transport {
  public:
@@ -55,7 +75,22 @@ class Transport {
       const TransportOptions& options, const EngineFactory& make_engine);
   ~Transport();
 
+  // Starts the frontends' completion threads and (kBackendThread) the
+  // backend threads. With kInline every queue must have been attached.
   void Start();
+
+  // kInline: makes queue q's backend, to be driven by the calling thread
+  // with BackendLoop::RunRound(); its engine is made with `lender` (the
+  // thread's ring, for the uring engine), and the queue's kicks go to
+  // `kicks`. The loop stays owned by the transport; the driver calls
+  // ReleaseEngine() before it goes away. Returns the loop and the queue's
+  // kick eventfd (for kicks from other threads, which the driver watches).
+  struct Driven {
+    BackendLoop* backend = nullptr;
+    int kick_fd = -1;
+  };
+  absl::StatusOr<Driven> AttachDriven(uint32_t q, io::RingLender* lender,
+                                      KickHandler* kicks);
   // Waits for every submitted BlockIo to complete, then stops all threads.
   // Idempotent.
   void Shutdown();
@@ -76,10 +111,14 @@ class Transport {
 
  private:
   Transport() = default;
+  // The engine depth for backends serving `ring_slots` entries in all, and
+  // the backend options with the cap that depth may need.
+  uint32_t EngineDepthFor(uint32_t ring_slots, BackendOptions* backend);
 
   TransportOptions options_;
   std::vector<std::unique_ptr<Queue>> queues_;
-  std::vector<std::unique_ptr<BackendLoop>> backends_;
+  std::vector<std::unique_ptr<BackendLoop>> backends_;  // kInline: by queue
+  EngineFactory make_engine_;                           // kept for AttachDriven
   uint32_t engine_depth_ = 0;
   std::atomic<uint32_t> next_{0};  // kRoundRobin and kThread assignment
   bool started_ = false;

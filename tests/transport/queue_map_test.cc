@@ -50,7 +50,9 @@ TEST(TransportOptionsTest, CreateRefusesBadOptionsWithoutMakingEngines) {
   options.queues = 0;
   int engines = 0;
   auto transport = Transport::Create(
-      options, [&](uint32_t) -> absl::StatusOr<std::unique_ptr<io::IoEngine>> {
+      options,
+      [&](uint32_t,
+          io::RingLender*) -> absl::StatusOr<std::unique_ptr<io::IoEngine>> {
         ++engines;
         return absl::InternalError("not expected");
       });

@@ -193,14 +193,15 @@ class TransportFixture : public ::testing::Test {
     options.queue_map = config.queue_map;
     options.backend = config.backend;
     io::ImageFile* image_file = image_.get();
-    EngineFactory factory =
-        [image_file, config](
-            uint32_t depth) -> absl::StatusOr<std::unique_ptr<io::IoEngine>> {
+    EngineFactory factory = [image_file, config](uint32_t depth,
+                                                 io::RingLender* lender)
+        -> absl::StatusOr<std::unique_ptr<io::IoEngine>> {
       io::EngineOptions engine_options;
       engine_options.kind = config.engine;
       engine_options.depth = depth;
       engine_options.fault = config.fault;
       engine_options.fail_trigger = config.fail_trigger;
+      engine_options.ring_lender = lender;
       return io::CreateEngine(engine_options, *image_file);
     };
     auto transport = Transport::Create(options, factory);

@@ -73,7 +73,8 @@ absl::Status Serve(const ServeOptions& options, protocol::Handler* handler,
   std::unique_ptr<UringChannel> ring;
   if (uring) {
     ring = std::make_unique<UringChannel>(
-        mount->fd(), &session, options.queue_depth, session_options.max_write);
+        mount->fd(), &session, options.queue_depth, session_options.max_write,
+        options.companion, options.companion_sq_entries);
     if (absl::Status started = ring->Start(); !started.ok()) {
       mount->Unmount();
       return started;
@@ -86,6 +87,7 @@ absl::Status Serve(const ServeOptions& options, protocol::Handler* handler,
         LogInfo(
             "the kernel did not take FUSE over io_uring at INIT; serving "
             "through /dev/fuse with one reader");
+        ring->RunWithoutFuse();  // for their companions
       }
     });
   }

@@ -29,6 +29,10 @@ struct ServeOptions {
   FuseIo fuse_io = FuseIo::kClassic;
   unsigned classic_threads = 4;  // workers reading /dev/fuse (classic)
   uint32_t queue_depth = kDefaultUringQueueDepth;  // entries per uring queue
+  // kUring: work each uring queue's thread also does (the inline
+  // placement's backends), and the submission room it needs per round.
+  RingCompanionMaker companion;
+  uint32_t companion_sq_entries = 0;
   protocol::SessionOptions session;
 };
 

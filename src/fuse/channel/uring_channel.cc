@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
 #include "base/log.h"
+#include "base/status_macros.h"
 #include "base/thread.h"
 #include "fuse/protocol/abi.h"
 #include "fuse/protocol/request.h"
@@ -22,7 +23,9 @@
 namespace pvdisk::fuse::channel {
 namespace {
 
-constexpr uint64_t kWakeTag = ~uint64_t{0};
+// user_data: a FUSE entry's index (below 2^32), the wake read's kWakeTag,
+// or a companion's CQE (a lent tag, from bit RingLender::kSinkBits up).
+constexpr uint64_t kWakeTag = uint64_t{1} << 32;
 constexpr size_t kHeaderBytes = 512;  // one fuse_uring_req_header, padded
 
 uint64_t Slot(uint32_t qid, uint32_t entry) {
@@ -45,7 +48,7 @@ uint32_t PossibleCpus() {
   return static_cast<uint32_t>(std::stoul(tail)) + 1;
 }
 
-struct UringChannel::Queue {
+struct UringChannel::Queue final : public io::RingLender {
   enum class State { kInKernel, kWithHandler, kParked, kDead };
   struct Entry {
     abi::fuse_uring_req_header* header = nullptr;
@@ -57,7 +60,7 @@ struct UringChannel::Queue {
   };
 
   uint32_t qid = 0;
-  io_uring ring;
+  io_uring uring;
   bool ring_ready = false;
   int wake_fd = -1;
   uint64_t wake_value = 0;
@@ -67,6 +70,11 @@ struct UringChannel::Queue {
   size_t payload_bytes = 0;
   std::vector<Entry> entries;
   std::thread thread;
+  // Destroyed after the ring is closed (see ~Queue): its armed reads may
+  // point into it until then.
+  std::unique_ptr<RingCompanion> companion;
+  bool companion_attached = false;
+  std::vector<io::CqeSink*> sinks;  // lent tag >> kSinkBits, minus one
 
   // Owner thread only.
   std::vector<uint32_t> local_commits;
@@ -77,11 +85,37 @@ struct UringChannel::Queue {
   std::vector<uint32_t> remote_commits;  // guarded by mu
   std::atomic<bool> wake_pending{false};
 
-  ~Queue() {
-    if (ring_ready) io_uring_queue_exit(&ring);
+  ~Queue() override {
+    if (ring_ready) io_uring_queue_exit(&uring);
     if (wake_fd >= 0) close(wake_fd);
     if (header_memory) munmap(header_memory, header_bytes);
     if (payload_memory) munmap(payload_memory, payload_bytes);
+  }
+
+  // io::RingLender, for the companion's engines (owner thread only).
+  io_uring* ring() override { return &uring; }
+  uint64_t Lend(io::CqeSink* sink) override {
+    for (size_t i = 0; i < sinks.size(); ++i) {
+      if (sinks[i] == nullptr) {
+        sinks[i] = sink;
+        return uint64_t{i + 1} << kSinkBits;
+      }
+    }
+    sinks.push_back(sink);
+    return uint64_t{sinks.size()} << kSinkBits;
+  }
+  void Unlend(uint64_t tag) override {
+    uint64_t index = (tag >> kSinkBits) - 1;
+    if (index < sinks.size()) sinks[index] = nullptr;
+  }
+  // Hands a lent CQE to its sink; false if `tag` is not a lent one.
+  bool RouteToSink(uint64_t tag, int32_t res) {
+    uint64_t index = tag >> kSinkBits;
+    if (index == 0) return false;
+    if (index <= sinks.size() && sinks[index - 1] != nullptr) {
+      sinks[index - 1]->OnCqe(tag, res);
+    }
+    return true;  // a sink gone since: nothing left to tell
   }
 
   void Wake() {
@@ -93,10 +127,10 @@ struct UringChannel::Queue {
   }
 
   io_uring_sqe* GetSqe() {
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    io_uring_sqe* sqe = io_uring_get_sqe(&uring);
     if (sqe == nullptr) {
-      io_uring_submit(&ring);
-      sqe = io_uring_get_sqe(&ring);
+      io_uring_submit(&uring);
+      sqe = io_uring_get_sqe(&uring);
     }
     return sqe;
   }
@@ -161,11 +195,15 @@ thread_local const void* current_queue = nullptr;
 }  // namespace
 
 UringChannel::UringChannel(int fd, protocol::Session* session,
-                           uint32_t queue_depth, uint32_t payload_bytes)
+                           uint32_t queue_depth, uint32_t payload_bytes,
+                           RingCompanionMaker make_companion,
+                           uint32_t companion_sq_entries)
     : fd_(fd),
       session_(session),
       depth_(queue_depth),
-      payload_bytes_(payload_bytes) {}
+      payload_bytes_(payload_bytes),
+      make_companion_(std::move(make_companion)),
+      companion_sq_entries_(companion_sq_entries) {}
 
 UringChannel::~UringChannel() { Stop(); }
 
@@ -191,6 +229,13 @@ absl::Status UringChannel::Start() {
 
 void UringChannel::Register() {
   std::lock_guard<std::mutex> lock(start_mu_);
+  go_ = true;
+  start_cv_.notify_all();
+}
+
+void UringChannel::RunWithoutFuse() {
+  std::lock_guard<std::mutex> lock(start_mu_);
+  register_fuse_ = false;
   go_ = true;
   start_cv_.notify_all();
 }
@@ -258,18 +303,23 @@ void UringChannel::Run(Queue* queue) {
   CPU_SET(queue->qid, &cpus);
   (void)sched_setaffinity(0, sizeof(cpus), &cpus);
 
+  bool register_fuse = true;
   absl::Status setup = [&]() -> absl::Status {
     queue->wake_fd = eventfd(0, EFD_CLOEXEC);
     if (queue->wake_fd < 0) return ErrnoError(errno, "eventfd");
     io_uring_params params;
     std::memset(&params, 0, sizeof(params));
     params.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE;
-    params.cq_entries = 2 * (depth_ + 2);
-    int ret = io_uring_queue_init_params(depth_ + 2, &queue->ring, &params);
+    // Room for every entry's command, the wake read and the companion's
+    // I/O of a round; a fuller round submits early (GetSqe).
+    const uint32_t sq_entries =
+        std::min<uint32_t>(depth_ + 2 + companion_sq_entries_, 4096);
+    params.cq_entries = 2 * sq_entries;
+    int ret = io_uring_queue_init_params(sq_entries, &queue->uring, &params);
     if (ret < 0) return ErrnoError(-ret, "io_uring_setup for FUSE");
     queue->ring_ready = true;
     int files[1] = {fd_};
-    ret = io_uring_register_files(&queue->ring, files, 1);
+    ret = io_uring_register_files(&queue->uring, files, 1);
     if (ret < 0) return ErrnoError(-ret, "io_uring_register_files (/dev/fuse)");
     queue->header_bytes = size_t{depth_} * kHeaderBytes;
     queue->payload_bytes = size_t{depth_} * payload_bytes_;
@@ -295,6 +345,13 @@ void UringChannel::Run(Queue* queue) {
       entry.iov[0] = iovec{entry.header, sizeof(abi::fuse_uring_req_header)};
       entry.iov[1] = iovec{entry.payload, payload_bytes_};
     }
+    if (make_companion_) {
+      queue->companion = make_companion_(queue->qid);
+      if (queue->companion) {
+        PVDISK_RETURN_IF_ERROR(queue->companion->Attach(queue));
+        queue->companion_attached = true;
+      }
+    }
     return absl::OkStatus();
   }();
   {
@@ -303,21 +360,32 @@ void UringChannel::Run(Queue* queue) {
     ++set_up_;
     start_cv_.notify_all();
     start_cv_.wait(lock, [&] { return go_; });
+    register_fuse = register_fuse_;
   }
-  if (!setup.ok() || stop_.load(std::memory_order_acquire)) return;
+  RingCompanion* companion =
+      queue->companion_attached ? queue->companion.get() : nullptr;
+  if (!setup.ok() || stop_.load(std::memory_order_acquire)) {
+    if (companion) companion->Detach();
+    return;
+  }
 
-  for (uint32_t i = 0; i < depth_; ++i) {
-    queue->QueueCommand(i, abi::kUringCmdRegister);
+  if (register_fuse) {
+    for (uint32_t i = 0; i < depth_; ++i) {
+      queue->QueueCommand(i, abi::kUringCmdRegister);
+    }
   }
   queue->ArmWake();
   bool stopping = false;
   for (;;) {
+    // The companion answers what its I/O finished (replies made here are
+    // local commits) and queues new I/O on this ring.
+    const bool busy = companion != nullptr && companion->Run();
     queue->FlushCommits();
     if (stopping && queue->with_handler == 0) {
-      io_uring_submit(&queue->ring);  // the last commits
+      io_uring_submit(&queue->uring);  // the last commits
       break;
     }
-    int ret = io_uring_submit_and_wait(&queue->ring, 1);
+    int ret = io_uring_submit_and_wait(&queue->uring, busy ? 0 : 1);
     if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
       LogInfo("FUSE queue %u: io_uring_enter failed: %s", queue->qid,
               strerror(-ret));
@@ -326,10 +394,11 @@ void UringChannel::Run(Queue* queue) {
     unsigned head;
     unsigned seen = 0;
     io_uring_cqe* cqe;
-    io_uring_for_each_cqe(&queue->ring, head, cqe) {
+    io_uring_for_each_cqe(&queue->uring, head, cqe) {
       ++seen;
       uint64_t tag = cqe->user_data;
       int res = cqe->res;
+      if (queue->RouteToSink(tag, res)) continue;
       if (tag == kWakeTag) {
         queue->TakeRemoteCommits();
         if (stop_.load(std::memory_order_acquire)) stopping = true;
@@ -379,9 +448,10 @@ void UringChannel::Run(Queue* queue) {
             .Error(ENOSYS);
       }
     }
-    io_uring_cq_advance(&queue->ring, seen);
+    io_uring_cq_advance(&queue->uring, seen);
     if (stop_.load(std::memory_order_acquire)) stopping = true;
   }
+  if (companion) companion->Detach();
   current_queue = nullptr;
 }
 

@@ -13,6 +13,12 @@
 // /dev/fuse): the Session's OnInitialized callback calls Register().
 // FORGET and INTERRUPT stay on /dev/fuse, for a ClassicChannel reader.
 //
+// A queue's thread may have a RingCompanion (ring_companion.h): the inline
+// placement's backends, which borrow the queue's ring for image I/O. Each
+// round the thread handles its completions (FUSE requests, image I/O,
+// kicks), runs the companion (which may answer requests), and submits the
+// commits and the new I/O with one io_uring_enter that also waits.
+//
 // Replies from other threads (the queue's completion path answers READs and
 // WRITEs on the backend thread today): the answering thread writes the
 // reply into the entry's own buffers (the entry is ours until committed),
@@ -31,6 +37,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "fuse/channel/ring_companion.h"
 #include "fuse/protocol/reply.h"
 #include "fuse/protocol/session.h"
 
@@ -51,8 +58,12 @@ class UringChannel final : public protocol::ReplySink {
  public:
   // `fd`: the connection's /dev/fuse fd (not owned). `payload_bytes`: each
   // entry's payload buffer, at least the negotiated max_write.
+  // `make_companion` (may be empty) gives each queue its companion;
+  // `companion_sq_entries` is the submission room they need per round.
   UringChannel(int fd, protocol::Session* session, uint32_t queue_depth,
-               uint32_t payload_bytes);
+               uint32_t payload_bytes,
+               RingCompanionMaker make_companion = nullptr,
+               uint32_t companion_sq_entries = 0);
   ~UringChannel() override;
   UringChannel(const UringChannel&) = delete;
   UringChannel& operator=(const UringChannel&) = delete;
@@ -63,6 +74,9 @@ class UringChannel final : public protocol::ReplySink {
   // Lets the queues register their entries. Call once the INIT reply with
   // FUSE_OVER_IO_URING has been sent.
   void Register();
+  // The kernel did not take FUSE over io_uring: the queues run without FUSE
+  // entries, for their companions alone (requests come through /dev/fuse).
+  void RunWithoutFuse();
   // From now on, requests that arrive are left unanswered (the kernel ends
   // them when the mount goes); requests already taken are still answered.
   void StopTaking();
@@ -85,15 +99,18 @@ class UringChannel final : public protocol::ReplySink {
   protocol::Session* const session_;
   const uint32_t depth_;
   const uint32_t payload_bytes_;
+  const RingCompanionMaker make_companion_;
+  const uint32_t companion_sq_entries_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<bool> stop_taking_{false};
   std::atomic<bool> stop_{false};
 
   std::mutex start_mu_;
   std::condition_variable start_cv_;
-  uint32_t set_up_ = 0;       // queues done with setup (ok or not)
-  absl::Status setup_error_;  // the first setup error
-  bool go_ = false;           // Register() or Stop() was called
+  uint32_t set_up_ = 0;        // queues done with setup (ok or not)
+  absl::Status setup_error_;   // the first setup error
+  bool go_ = false;            // Register(), RunWithoutFuse() or Stop() called
+  bool register_fuse_ = true;  // false after RunWithoutFuse()
 };
 
 }  // namespace pvdisk::fuse::channel

@@ -1,0 +1,72 @@
+// InlineDriver: the inline placement's work on one FUSE uring queue's
+// thread: it drives pvdisk queue q of every disk, front and back, on FUSE
+// queue q's thread and io_uring (a channel::RingCompanion).
+//
+// A request the thread receives goes to its own pvdisk queue (queue map
+// "cpu": the thread is pinned to CPU q). The frontend pushes ring requests
+// and kicks; the kick is a function call here that only notes the work
+// (KickHandler), and the same round's BackendLoop::RunRound() takes the
+// requests, queues the image I/O on this thread's ring (the uring engine
+// borrows it), and, as completions arrive on the ring, answers them,
+// publishes the responses and takes the interrupt inline: the frontend
+// completes the BlockIos and the FUSE replies become commits of this
+// thread's next io_uring_enter. No eventfd, no other thread on the path.
+//
+// Kicks from other threads (a write released by another queue's
+// completion, a plug timer on the completion thread) still signal the
+// queue's kick eventfd; the driver keeps a read armed on each, on the ring.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "fuse/channel/ring_companion.h"
+#include "fuse/disk.h"
+#include "io/ring_lender.h"
+#include "transport/backend_loop.h"
+#include "transport/kick_handler.h"
+
+namespace pvdisk::fuse {
+
+class InlineDriver final : public channel::RingCompanion, public io::CqeSink {
+ public:
+  // Drives queue `qid` of each of `disks` (which must outlive the driver
+  // and use the inline placement).
+  InlineDriver(std::vector<Disk*> disks, uint32_t qid);
+  ~InlineDriver() override;
+
+  absl::Status Attach(io::RingLender* lender) override;
+  bool Run() override;
+  void Detach() override;
+  void OnCqe(uint64_t user_data, int32_t res) override;
+
+ private:
+  // One disk's queue as this thread drives it.
+  struct DrivenQueue final : public transport::KickHandler {
+    InlineDriver* driver = nullptr;
+    transport::BackendLoop* backend = nullptr;
+    int kick_fd = -1;
+    uint64_t kick_count = 0;  // the armed read's buffer
+    bool read_armed = false;
+    void HandleKick() override;
+  };
+
+  // Queues a read on every kick eventfd that has none.
+  void ArmKickReads();
+
+  const std::vector<Disk*> disks_;
+  const uint32_t qid_;
+  io::RingLender* lender_ = nullptr;
+  uint64_t tag_ = 0;
+  // Stable addresses: the kernel writes kick_count, frontends hold the
+  // KickHandler.
+  std::vector<std::unique_ptr<DrivenQueue>> queues_;
+  bool kicked_ = false;  // a kick on this thread since the last round
+};
+
+// How many submission entries a round of the inline placement may need
+// for `disks` on one FUSE queue thread (their rings' depths and kick reads).
+uint32_t InlineSubmissionEntries(const std::vector<Disk*>& disks);
+
+}  // namespace pvdisk::fuse

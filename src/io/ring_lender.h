@@ -1,0 +1,43 @@
+// RingLender: an io_uring that its owner thread lends to I/O engines, so
+// that their I/O and the owner's own commands (FUSE ring entries, in the
+// inline placement) share one ring and one io_uring_enter per round.
+//
+// A borrowing engine queues SQEs on ring() and never enters the kernel for
+// them: the owner's next io_uring_enter submits them with its own. The owner
+// reaps every CQE and hands those whose user_data carries a sink's tag back
+// to that sink (with the tag bits still set), on the owner's thread.
+// Everything here is called on the owner thread only.
+#pragma once
+
+#include <liburing.h>
+
+#include <cstdint>
+
+namespace pvdisk::io {
+
+class CqeSink {
+ public:
+  virtual ~CqeSink() = default;
+  // One completion of an SQE the sink queued with its tag in user_data.
+  virtual void OnCqe(uint64_t user_data, int32_t res) = 0;
+};
+
+class RingLender {
+ public:
+  // The low kSinkBits bits of user_data are the sink's own; the bits above
+  // are the tag the lender gave it.
+  static constexpr int kSinkBits = 40;
+  static constexpr uint64_t kSinkMask = (uint64_t{1} << kSinkBits) - 1;
+
+  virtual ~RingLender() = default;
+  // The shared ring. SQEs may be 128 bytes wide (IORING_SETUP_SQE128):
+  // io_uring_get_sqe() handles that; prep helpers fill the first 64 bytes,
+  // which is all that ordinary operations read.
+  virtual io_uring* ring() = 0;
+  // Routes CQEs carrying the returned tag to `sink` until Unlend(tag).
+  // `sink` must stay valid until then.
+  virtual uint64_t Lend(CqeSink* sink) = 0;
+  virtual void Unlend(uint64_t tag) = 0;
+};
+
+}  // namespace pvdisk::io
