@@ -360,7 +360,7 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   PVDISK_ASSIGN_OR_RETURN(
       transport::Placement placement,
       ChoosePlacement(config->placement, config->channel.fuse_io, parsed,
-                      transport, cpus));
+                      config->disks, transport, cpus));
   if (placement == transport::Placement::kInline) {
     transport = InlineTransport(transport, cpus);
     PVDISK_RETURN_IF_ERROR(transport::ValidateTransportOptions(transport));

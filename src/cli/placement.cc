@@ -14,8 +14,15 @@ absl::StatusOr<PlacementFlag> ParsePlacement(std::string_view text) {
 }
 
 std::string FlagAgainstInline(const ParsedArgs& parsed,
+                              const std::vector<fuse::DiskSpec>& disks,
                               const transport::TransportOptions& transport,
                               uint32_t cpus) {
+  for (const fuse::DiskSpec& disk : disks) {
+    if (disk.engine_fail) {
+      return absl::StrCat("--disk ", disk.path,
+                          ",engine_fail=", *disk.engine_fail);
+    }
+  }
   if (parsed.Has("queues") && transport.queues != cpus) {
     return absl::StrCat("--queues ", transport.queues);
   }
@@ -51,13 +58,13 @@ transport::TransportOptions InlineTransport(
 
 absl::StatusOr<transport::Placement> ChoosePlacement(
     PlacementFlag wanted, fuse::channel::FuseIo fuse_io,
-    const ParsedArgs& parsed, const transport::TransportOptions& transport,
-    uint32_t cpus) {
+    const ParsedArgs& parsed, const std::vector<fuse::DiskSpec>& disks,
+    const transport::TransportOptions& transport, uint32_t cpus) {
   if (wanted == PlacementFlag::kBackendThread) {
     return transport::Placement::kBackendThread;
   }
   const bool may_be_uring = fuse_io != fuse::channel::FuseIo::kClassic;
-  const std::string against = FlagAgainstInline(parsed, transport, cpus);
+  const std::string against = FlagAgainstInline(parsed, disks, transport, cpus);
   if (wanted == PlacementFlag::kAuto) {
     return may_be_uring && against.empty()
                ? transport::Placement::kInline

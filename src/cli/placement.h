@@ -7,7 +7,9 @@
 // (--queue-map cpu), there are no backend threads to count, interrupts run
 // inline, and nothing polls. Flags that ask otherwise (--queues N for
 // another N, --queue-map, --backend-threads, --irq thread, --poll-us) make
-// no sense with it and are refused; so is --fuse-io classic.
+// no sense with it and are refused; so is --fuse-io classic, and the
+// test-only engine_fail= (an engine on a borrowed ring never fails as a
+// whole, and replacing one would need its ring's owner to wait for it).
 // backend-thread: today's backend threads, whatever the FUSE channel; the
 // notification experiments use it, since they need two sides.
 // auto (the default): inline where the FUSE channel is uring and no flag
@@ -17,10 +19,12 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "cli/args.h"
 #include "fuse/channel/uring_support.h"
+#include "fuse/disk.h"
 #include "transport/transport.h"
 
 namespace pvdisk::cli {
@@ -32,6 +36,7 @@ absl::StatusOr<PlacementFlag> ParsePlacement(std::string_view text);
 // The first flag of `parsed` that inline cannot honour, as the words of a
 // message ("--queues 4"), or empty. `cpus`: FUSE uring queues.
 std::string FlagAgainstInline(const ParsedArgs& parsed,
+                              const std::vector<fuse::DiskSpec>& disks,
                               const transport::TransportOptions& transport,
                               uint32_t cpus);
 
@@ -46,7 +51,7 @@ transport::TransportOptions InlineTransport(
 // naming the flag and what to use instead).
 absl::StatusOr<transport::Placement> ChoosePlacement(
     PlacementFlag wanted, fuse::channel::FuseIo fuse_io,
-    const ParsedArgs& parsed, const transport::TransportOptions& transport,
-    uint32_t cpus);
+    const ParsedArgs& parsed, const std::vector<fuse::DiskSpec>& disks,
+    const transport::TransportOptions& transport, uint32_t cpus);
 
 }  // namespace pvdisk::cli

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <liburing.h>
+#include <sys/uio.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace pvdisk::io {
 
@@ -38,6 +40,11 @@ class RingLender {
   // `sink` must stay valid until then.
   virtual uint64_t Lend(CqeSink* sink) = 0;
   virtual void Unlend(uint64_t tag) = 0;
+  // Registers `buffers` as fixed buffers of the ring (READ_FIXED /
+  // WRITE_FIXED). Returns the index of the first, the others following, or
+  // -1 when the ring cannot take them (then use ordinary reads and writes).
+  // They stay registered until the ring closes.
+  virtual int AddFixedBuffers(const std::vector<iovec>& buffers) = 0;
 };
 
 }  // namespace pvdisk::io

@@ -148,6 +148,9 @@ class UringEngine final : public IoEngine, public CqeSink {
   const uint32_t depth_;
   RingLender* const lender_;
   uint64_t lend_tag_ = 0;  // ORed into user_data while borrowing
+  // The ring's index of offered buffer 0 (a borrowed ring's buffer table
+  // is shared with its other engines).
+  int buffer_base_ = 0;
   // Borrowed ring: completions handed over by OnCqe(), for the next Run().
   std::vector<IoCompletion> lent_completions_;
 
@@ -178,11 +181,19 @@ int UringEngine::EnsureRing() {
   if (ring_ready_) return 0;
   if (ring_error_ != 0) return ring_error_;
   if (borrowed()) {
-    // The owner thread's ring: no fixed file or buffers of our own (the
-    // ring's tables belong to its owner), no wake watches.
+    // The owner thread's ring: its tables belong to its owner, who
+    // registers our buffers beside its other engines'; no fixed file (the
+    // FUSE device is file 0), no wake watches.
     ring_ = lender_->ring();
     lend_tag_ = lender_->Lend(this);
     lent_completions_.reserve(depth_);
+    if (!offered_buffers_.empty()) {
+      const int base = lender_->AddFixedBuffers(offered_buffers_);
+      if (base >= 0) {
+        buffer_base_ = base;
+        fixed_buffers_.store(true, std::memory_order_relaxed);
+      }
+    }
     ring_ready_ = true;
     return 0;
   }
@@ -248,10 +259,10 @@ int UringEngine::PrepSlot(uint32_t index) {
                            fixed_buffers_.load(std::memory_order_relaxed);
         if (fixed && slot.op == IoOp::kRead) {
           io_uring_prep_read_fixed(sqe, fd, iov[0].iov_base, bytes, offset,
-                                   slot.buffer_index);
+                                   buffer_base_ + slot.buffer_index);
         } else if (fixed) {
           io_uring_prep_write_fixed(sqe, fd, iov[0].iov_base, bytes, offset,
-                                    slot.buffer_index);
+                                    buffer_base_ + slot.buffer_index);
         } else if (slot.op == IoOp::kRead) {
           io_uring_prep_read(sqe, fd, iov[0].iov_base, bytes, offset);
         } else {

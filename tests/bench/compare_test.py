@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/compare end to end, briefly: 1 s per run, one round, a 64 MiB image,
-all eight targets and all six jobs. Every row is printed and lands in valid
+all nine targets and all six jobs. Every row is printed and lands in valid
 JSON with every field; nothing stays mounted."""
 import glob
 import json
@@ -10,9 +10,10 @@ import unittest
 import benchtest
 from pvbench import fio
 
-TARGETS = ["native", "pvdisk", "pvdisk-classic", "null", "null-uring", "qsd",
-           "floor", "floor-uring"]
-PVDISK_TARGETS = ["pvdisk", "pvdisk-classic", "null", "null-uring"]
+TARGETS = ["native", "pvdisk", "pvdisk-thread", "pvdisk-classic", "null",
+           "null-uring", "qsd", "floor", "floor-uring"]
+PVDISK_TARGETS = ["pvdisk", "pvdisk-thread", "pvdisk-classic", "null",
+                  "null-uring"]
 COLUMNS = ["job", "target", "iops", "mib_s", "mean_us", "p99_us", "vs_native",
            "vs_qsd", "ring_reqs_per_fuse", "avg_req_kib", "kicks_per_req",
            "irqs_per_req", "inflight_max", "cpu_busy_pct", "cpu_us_per_io"]
@@ -60,6 +61,11 @@ class CompareTest(unittest.TestCase):
         self.assertEqual(data["targets"]["null"]["config"]["fuse_io"], "classic")
         self.assertEqual(data["targets"]["null-uring"]["config"]["fuse_io"], "uring")
         self.assertEqual(data["targets"]["pvdisk-classic"]["config"]["fuse_io"], "classic")
+        pvdisk_config = data["targets"]["pvdisk"]["config"]
+        if pvdisk_config["fuse_io"] == "uring":
+            self.assertEqual(pvdisk_config["placement"], "inline")
+        self.assertEqual(data["targets"]["pvdisk-thread"]["config"]["placement"],
+                         "backend-thread")
         self.assertEqual(list(data["jobs"]), list(fio.MATRIX))
         for job in data["jobs"].values():
             self.assertIn("--filename=TARGET", job["command"])

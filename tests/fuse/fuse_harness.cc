@@ -293,11 +293,25 @@ const std::string& TestFuseIo() {
   return io;
 }
 
+const std::string& TestPlacement() {
+  static const std::string placement = [] {
+    const char* value = std::getenv("PVDISK_TEST_PLACEMENT");
+    return std::string(value == nullptr ? "" : value);
+  }();
+  return placement;
+}
+
 std::vector<std::string> WithTestFuseIo(std::vector<std::string> args) {
-  if (TestFuseIo().empty()) return args;
   // The command may follow the binary's path.
   auto command = std::find(args.begin(), args.end(), "mount");
   if (command == args.end()) return args;
+  if (!TestPlacement().empty() &&
+      std::find(args.begin(), args.end(), "--placement") == args.end() &&
+      std::find(args.begin(), args.end(), "--help") == args.end()) {
+    command = args.insert(command + 1, "--placement");
+    command = args.insert(command + 1, TestPlacement()) - 2;
+  }
+  if (TestFuseIo().empty()) return args;
   for (const std::string& arg : args) {
     if (arg == "--fuse-io" || arg == "--fuse-threads" ||
         arg == "--fuse-queue-depth" || arg == "--help") {
@@ -789,7 +803,25 @@ std::string MountFlagDefault(const std::string& flag) {
   return "";
 }
 
-size_t DefaultQueueCount() {
+size_t PossibleCpuCount() {
+  std::string text = ReadWholeFile("/sys/devices/system/cpu/possible");
+  size_t last = text.find_last_of(",-");
+  std::string tail = last == std::string::npos ? text : text.substr(last + 1);
+  return std::stoul(tail) + 1;
+}
+
+std::string DefaultPlacement(const DiskStats& stats) {
+  if (!TestPlacement().empty()) return TestPlacement();
+  auto io = stats.config.find("fuse_io");
+  return io != stats.config.end() && io->second == "uring" ? "inline"
+                                                           : "backend-thread";
+}
+
+size_t DefaultQueueCount(const DiskStats& stats) {
+  auto placement = stats.config.find("placement");
+  if (placement != stats.config.end() && placement->second == "inline") {
+    return PossibleCpuCount();
+  }
   std::string text = MountFlagDefault("queues");
   char* end = nullptr;
   unsigned long value = std::strtoul(text.c_str(), &end, 10);

@@ -91,9 +91,14 @@ void ExpectUsageError(const CommandResult& result);
 // ("classic" or "uring"; ctest runs the suite once with each), or "" for
 // pvdisk's default.
 const std::string& TestFuseIo();
+// The placement this run of the suite covers: PVDISK_TEST_PLACEMENT
+// ("backend-thread" for ctest's run of the uring channel with backend
+// threads), or "" for pvdisk's default.
+const std::string& TestPlacement();
 // `args` of a `pvdisk mount` with `--fuse-io TestFuseIo()` added, unless
-// they choose a channel (or its settings) themselves or ask for --help.
-// Other commands are returned unchanged.
+// they choose a channel (or its settings) themselves or ask for --help, and
+// `--placement TestPlacement()` unless they choose one. Other commands are
+// returned unchanged.
 std::vector<std::string> WithTestFuseIo(std::vector<std::string> args);
 
 // Runs `pvdisk args...` (a mount on the suite's channel, see
@@ -276,7 +281,16 @@ std::string FrontendEngineName(
 // ("(default: X)"); fails the test and returns "" if the help has none.
 std::string MountFlagDefault(const std::string& flag);
 // MountFlagDefault("queues") as a number.
-size_t DefaultQueueCount();
+// The queues a disk mounted without queue flags has: the --help default, or
+// one per possible CPU when `stats` show the inline placement (which the
+// uring channel gets by default).
+size_t DefaultQueueCount(const DiskStats& stats);
+// The number of possible CPUs: the uring channel's queue count.
+size_t PossibleCpuCount();
+// The placement a mount without placement or queue flags gets on the FUSE
+// channel `stats` show: inline on uring, backend-thread on classic (or the
+// suite's TestPlacement()).
+std::string DefaultPlacement(const DiskStats& stats);
 
 // A config value of stats.json as a number (fails the test if it is
 // missing or not a number).

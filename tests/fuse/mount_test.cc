@@ -69,16 +69,22 @@ TEST(MountTest, ShowsDiskWithExactSizeAndStatsFiles) {
   // Without flags the transport is the one `pvdisk mount --help` documents.
   EXPECT_EQ(stats.config["frontend"], MountFlagDefault("frontend"));
   EXPECT_EQ(stats.config["ring_size"], MountFlagDefault("ring-size"));
-  EXPECT_EQ(stats.config["queue_map"], MountFlagDefault("queue-map"));
+  // The uring channel's default placement drives the queues inline: one
+  // per CPU, mapped by CPU, no polling (see --placement).
+  const bool inline_placement = DefaultPlacement(stats) == "inline";
+  EXPECT_EQ(stats.config["placement"], DefaultPlacement(stats));
+  EXPECT_EQ(stats.config["queue_map"],
+            inline_placement ? "cpu" : MountFlagDefault("queue-map"));
   EXPECT_EQ(stats.config["backend_threads"],
             MountFlagDefault("backend-threads"));
   EXPECT_EQ(stats.config["max_segments"], MountFlagDefault("max-segments"));
   EXPECT_EQ(stats.config["persistent"], MountFlagDefault("persistent"));
   EXPECT_EQ(stats.config["notify"], MountFlagDefault("notify"));
-  EXPECT_EQ(stats.config["poll_us"], MountFlagDefault("poll-us"));
+  EXPECT_EQ(stats.config["poll_us"],
+            inline_placement ? "0" : MountFlagDefault("poll-us"));
   EXPECT_EQ(stats.config["engine_max_inflight"],
             MountFlagDefault("engine-max-inflight"));
-  const size_t queues = DefaultQueueCount();
+  const size_t queues = DefaultQueueCount(stats);
   EXPECT_EQ(ConfigNumber(stats, "queues"), queues);
   EXPECT_EQ(stats.queues.size(), queues);
 }

@@ -125,7 +125,7 @@ TEST(StatsFileTest, ResetZeroesCountersAndGarbageIsRefused) {
     EXPECT_EQ(after[column], 0u) << column;
   }
   // Every queue's row is reset, not only the total.
-  ASSERT_EQ(after.queues.size(), DefaultQueueCount());
+  ASSERT_EQ(after.queues.size(), DefaultQueueCount(after));
   for (size_t q = 0; q < after.queues.size(); ++q) {
     for (const std::string& column : CounterColumns()) {
       auto it = after.queues[q].find(column);

@@ -108,6 +108,26 @@ struct UringChannel::Queue final : public io::RingLender {
     uint64_t index = (tag >> kSinkBits) - 1;
     if (index < sinks.size()) sinks[index] = nullptr;
   }
+  int AddFixedBuffers(const std::vector<iovec>& buffers) override {
+    // A sparse table, made on first use, filled slot by slot.
+    constexpr unsigned kTableSlots = 256;
+    if (!buffer_table_made) {
+      if (io_uring_register_buffers_sparse(&uring, kTableSlots) < 0) return -1;
+      buffer_table_made = true;
+    }
+    if (buffers.size() > kTableSlots - buffers_used) return -1;
+    if (io_uring_register_buffers_update_tag(
+            &uring, buffers_used, buffers.data(), nullptr,
+            static_cast<unsigned>(buffers.size())) < 0) {
+      return -1;
+    }
+    int base = static_cast<int>(buffers_used);
+    buffers_used += static_cast<unsigned>(buffers.size());
+    return base;
+  }
+  bool buffer_table_made = false;
+  unsigned buffers_used = 0;
+
   // Hands a lent CQE to its sink; false if `tag` is not a lent one.
   bool RouteToSink(uint64_t tag, int32_t res) {
     uint64_t index = tag >> kSinkBits;
