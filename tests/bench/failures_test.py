@@ -87,9 +87,9 @@ class FailuresTest(unittest.TestCase):
         self.scratch.check_clean(self)
 
     def targets_up(self):
-        """pvdisk, pvdisk-classic, null, null-uring, qsd, floor and
-        floor-uring are all mounted in the tool's temp dir."""
-        return len(benchtest.lab.mounted_under(self.scratch.tmp)) == 7
+        """pvdisk, pvdisk-thread, pvdisk-classic, null, null-uring, qsd,
+        floor and floor-uring are all mounted in the tool's temp dir."""
+        return len(benchtest.lab.mounted_under(self.scratch.tmp)) == 8
 
 
 if __name__ == "__main__":
