@@ -111,11 +111,11 @@ std::string PairName(
   for (char& c : second) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
-  return std::get<0>(info.param) + "_" + second;
+  return FrontendTestName(std::get<0>(info.param)) + "_" + second;
 }
 
 std::string FrontendName(const ::testing::TestParamInfo<std::string>& info) {
-  return info.param;
+  return FrontendTestName(info.param);
 }
 
 // ---------------------------------------------------------------------------
@@ -248,7 +248,7 @@ INSTANTIATE_TEST_SUITE_P(Frontends, DeepQueueTest,
                          ::testing::Combine(::testing::ValuesIn(AllFrontends()),
                                             ::testing::Values("none", "128")),
                          [](const auto& info) {
-                           return std::get<0>(info.param) +
+                           return FrontendTestName(std::get<0>(info.param)) +
                                   "_EngineMaxInflight_" +
                                   std::get<1>(info.param);
                          });

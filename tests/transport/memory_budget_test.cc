@@ -14,12 +14,14 @@
 #include "transport/blkif/protocol.h"
 #include "transport/queue.h"
 #include "transport/virtio/protocol.h"
+#include "transport/virtio_packed/protocol.h"
 
 namespace pvdisk::transport {
 namespace {
 
 TEST(MemoryBudgetTest, QueueRegionIsWhatTheBudgetComputes) {
-  for (const Protocol* protocol : {&BlkifProtocol(), &VirtioProtocol()}) {
+  for (const Protocol* protocol :
+       {&BlkifProtocol(), &VirtioProtocol(), &VirtioPackedProtocol()}) {
     for (uint32_t ring_size : {32u, 256u, 1024u}) {
       for (uint32_t segments : {11u, 64u, 256u, 1024u}) {
         QueueOptions options;
