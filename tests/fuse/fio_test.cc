@@ -134,8 +134,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "Unaligned1000")),
     [](const auto& info) {
       return FrontendTestName(std::get<0>(info.param)) + "_" +
-             std::get<1>(info.param) + "_" +
-             std::get<2>(info.param);
+             std::get<1>(info.param) + "_" + std::get<2>(info.param);
     });
 
 // ---------------------------------------------------------------------------

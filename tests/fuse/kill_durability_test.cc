@@ -120,8 +120,7 @@ INSTANTIATE_TEST_SUITE_P(FrontendsAndPersistence, KillDurabilityTest,
                                             ::testing::Values("on", "off")),
                          [](const ::testing::TestParamInfo<KillParam>& info) {
                            return FrontendTestName(std::get<0>(info.param)) +
-                                  "_persistent_" +
-                                  std::get<1>(info.param);
+                                  "_persistent_" + std::get<1>(info.param);
                          });
 
 }  // namespace

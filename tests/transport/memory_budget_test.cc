@@ -73,8 +73,7 @@ TEST(MemoryBudgetTest, RefusalGivesTheSizeAndTheFlags) {
   absl::Status refused = CheckMemoryBudget(options, true, 1, need - 1);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   std::string message(refused.message());
-  EXPECT_NE(message.find(absl::StrCat("(", need, " bytes)")),
-            std::string::npos)
+  EXPECT_NE(message.find(absl::StrCat("(", need, " bytes)")), std::string::npos)
       << message;
   for (const char* part : {"--queues 64", "--ring-size 32768",
                            "--max-segments 4096", "--max-memory"}) {
