@@ -217,10 +217,27 @@ TEST(VirtioPackedFormatTest, ShouldNotifyByTheSuppressionMode) {
 }
 
 TEST_F(PackedRingTest, DriverInitialisesTheQueue) {
-  std::memset(memory_.front_ring(), 0xAB, memory_.ring_bytes());
-  MakeRings(NotifyMode::kEventIdx);
-  for (size_t i = 0; i < memory_.ring_bytes(); ++i) {
-    ASSERT_EQ(memory_.back_ring()[i], 0) << "ring byte " << i;
+  for (NotifyMode mode : {NotifyMode::kAlways, NotifyMode::kEventIdx}) {
+    std::memset(memory_.front_ring(), 0xAB, memory_.ring_bytes());
+    MakeRings(mode);
+    // Everything zero but the event suppressions, which under event-idx
+    // name position 0 of lap 0 (as a zeroed split-queue event index does).
+    const vp::RingLayout layout = vp::LayoutFor(kSize);
+    for (size_t i = 0; i < memory_.ring_bytes(); ++i) {
+      if (mode == NotifyMode::kEventIdx &&
+          ((i >= layout.driver_event && i < layout.driver_event + 4) ||
+           (i >= layout.device_event && i < layout.device_event + 4))) {
+        continue;
+      }
+      ASSERT_EQ(memory_.back_ring()[i], 0) << "ring byte " << i;
+    }
+    const uint16_t flags =
+        mode == NotifyMode::kEventIdx ? vp::kEventDesc : vp::kEventEnable;
+    const uint16_t off_wrap = mode == NotifyMode::kEventIdx ? 0x8000 : 0;
+    EXPECT_EQ(view_.LoadDriverEvent().flags, flags);
+    EXPECT_EQ(view_.LoadDriverEvent().off_wrap, off_wrap);
+    EXPECT_EQ(view_.LoadDeviceEvent().flags, flags);
+    EXPECT_EQ(view_.LoadDeviceEvent().off_wrap, off_wrap);
   }
   EXPECT_EQ(driver_->FreeSlots(), kSize);
   EXPECT_FALSE(device_->HasRequests());
@@ -436,12 +453,15 @@ TEST_F(PackedRingTest, ManyLapsWithOutOfOrderCompletions) {
   EXPECT_EQ(grants_.outstanding(), 0);
 }
 
-// Event index, kicks: the first publish finds ENABLE (nothing armed yet);
-// once the device has gone idle and named its next position, exactly the
-// publish that passes it kicks, across laps.
+// Event index, kicks: the first publish passes position 0, which the ring
+// starts with; a busy device that never re-arms gets no more kicks; once it
+// has gone idle and named its next position, exactly the publish that
+// passes it kicks, across laps.
 TEST_F(PackedRingTest, EventIdxKicksExactlyWhenTheNamedPositionIsPassed) {
   WriteRequest(BlockOp::kFlush, 0, 0, 0, 0);
   EXPECT_EQ(driver_->Publish(), PushResult::kNotify);
+  WriteRequest(BlockOp::kFlush, 3, 0, 0, 0);
+  EXPECT_EQ(driver_->Publish(), PushResult::kSuppressed);
   for (int lap = 0; lap < 3 * static_cast<int>(kSize); ++lap) {
     SCOPED_TRACE(lap);
     // The device drains, answers and goes idle: it asks for a kick at its

@@ -20,9 +20,16 @@ PackedDriverRing::PackedDriverRing(uint8_t* ring_memory, uint32_t size,
       request_of_(size, kNoRequest),
       descriptors_of_(size, 0),
       status_offset_(size, 0) {
-  // Zero: no entry available or used in lap 0 (wrap counter 1), and both
-  // event suppressions ENABLE until a side arms its own.
+  // Zero: no entry available or used in lap 0 (wrap counter 1). The event
+  // suppressions start as the split queue's zeroed event indices do: with
+  // the event-index feature, "notify at position 0" (once, until the peer
+  // names another); without it, ENABLE.
   std::memset(ring_memory, 0, q_.layout().bytes);
+  if (notify == NotifyMode::kEventIdx) {
+    const vp::EventSuppress first{vp::OffWrapOf(0, size), vp::kEventDesc};
+    q_.StoreDriverEvent(first);
+    q_.StoreDeviceEvent(first);
+  }
   free_buffer_ids_.reserve(size);
   for (uint32_t id = size; id-- > 0;) {
     free_buffer_ids_.push_back(static_cast<uint16_t>(id));
