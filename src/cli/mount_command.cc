@@ -65,12 +65,13 @@ const std::vector<FlagSpec>& MountFlags() {
        "QEMU uses), size = expected size, eio = fail I/O on those 512-byte "
        "sectors (fault injection); engine_fail=N (test only) = the I/O "
        "engine fails as a whole at the N-th submission, once"},
-      {"frontend", true, false, "blkif|virtio", "blkif",
-       "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue"},
+      {"frontend", true, false, "blkif|virtio|virtio-packed", "blkif",
+       "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue "
+       "(virtio) or a packed one (virtio-packed)"},
       {"ring-size", true, false, "N", absl::StrCat(transport::kDefaultRingSize),
        absl::StrCat("ring entries per queue, a power of two from ",
                     transport::kMinRingSize,
-                    " to 4096 (blkif) or 32768 (virtio)")},
+                    " to 4096 (blkif) or 32768 (virtio, virtio-packed)")},
       {"engine", true, false, "uring|sync|null", "uring",
        "how the backend does I/O: io_uring, pread/pwrite, or no I/O at all"},
       {"queues", true, false, "N", absl::StrCat(kDefaultQueues),

@@ -5,13 +5,14 @@
 #include "transport/blkif/protocol.h"
 #include "transport/protocol.h"
 #include "transport/virtio/protocol.h"
+#include "transport/virtio_packed/protocol.h"
 
 namespace pvdisk::transport {
 namespace {
 
 const Protocol* const* AllProtocols() {
   static const Protocol* const kAll[] = {&BlkifProtocol(), &VirtioProtocol(),
-                                         nullptr};
+                                         &VirtioPackedProtocol(), nullptr};
   return kAll;
 }
 

@@ -261,7 +261,9 @@ TEST_P(FsyncTest, FsyncSendsAFlushAndCloseWithoutFsyncWorks) {
 
 INSTANTIATE_TEST_SUITE_P(Frontends, FsyncTest,
                          ::testing::ValuesIn(AllFrontends()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& info) {
+                           return FrontendTestName(info.param);
+                         });
 
 // ---------------------------------------------------------------------------
 // fallocate: punch hole and zero range.
@@ -430,7 +432,9 @@ TEST_P(NullEngineTest, ReadsZerosAndWritesLeaveTheImageAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Frontends, NullEngineTest,
                          ::testing::ValuesIn(AllFrontends()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& info) {
+                           return FrontendTestName(info.param);
+                         });
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing

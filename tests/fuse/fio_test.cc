@@ -137,8 +137,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          "Bsrange4kTo1mRing32",
                                          "Unaligned1000")),
     [](const auto& info) {
-      return std::get<0>(info.param) + "_" + std::get<1>(info.param) + "_" +
-             std::get<2>(info.param);
+      return FrontendTestName(std::get<0>(info.param)) + "_" +
+             std::get<1>(info.param) + "_" + std::get<2>(info.param);
     });
 
 // ---------------------------------------------------------------------------
@@ -330,8 +330,8 @@ INSTANTIATE_TEST_SUITE_P(Frontends, UnmountDuringIoTest,
                                             ::testing::Values("FullSpeed",
                                                               "RateLimited")),
                          [](const auto& info) {
-                           return std::get<0>(info.param) + "_" +
-                                  std::get<1>(info.param);
+                           return FrontendTestName(std::get<0>(info.param)) +
+                                  "_" + std::get<1>(info.param);
                          });
 
 }  // namespace

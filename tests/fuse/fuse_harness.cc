@@ -755,13 +755,23 @@ void ExpectFioClean(const CommandResult& fio) {
 }
 
 const std::vector<std::string>& AllFrontends() {
-  static const std::vector<std::string> frontends = {"blkif", "virtio"};
+  static const std::vector<std::string> frontends = {"blkif", "virtio",
+                                                     "virtio-packed"};
   return frontends;
+}
+
+std::string FrontendTestName(const std::string& frontend) {
+  std::string name = frontend;
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
 }
 
 std::string FrontendEngineName(
     const ::testing::TestParamInfo<FrontendEngine>& info) {
-  return std::get<0>(info.param) + "_" + std::get<1>(info.param);
+  return FrontendTestName(std::get<0>(info.param)) + "_" +
+         std::get<1>(info.param);
 }
 
 ::testing::internal::ParamGenerator<FrontendEngine> FrontendsTimesEngines(

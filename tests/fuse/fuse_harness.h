@@ -267,6 +267,9 @@ void ExpectFioClean(const CommandResult& fio);
 // CliTest HelpListsTheFrontendsTheSuiteCovers keeps this list in step with
 // `pvdisk mount --help`.
 const std::vector<std::string>& AllFrontends();
+// `frontend` as part of a test name ("virtio-packed" -> "virtio_packed":
+// gtest names allow only letters, digits and '_').
+std::string FrontendTestName(const std::string& frontend);
 
 // The parameter of the data-path tests: (frontend, engine).
 using FrontendEngine = std::tuple<std::string, std::string>;

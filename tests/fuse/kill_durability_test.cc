@@ -119,8 +119,8 @@ INSTANTIATE_TEST_SUITE_P(FrontendsAndPersistence, KillDurabilityTest,
                          ::testing::Combine(::testing::ValuesIn(AllFrontends()),
                                             ::testing::Values("on", "off")),
                          [](const ::testing::TestParamInfo<KillParam>& info) {
-                           return std::get<0>(info.param) + "_persistent_" +
-                                  std::get<1>(info.param);
+                           return FrontendTestName(std::get<0>(info.param)) +
+                                  "_persistent_" + std::get<1>(info.param);
                          });
 
 }  // namespace

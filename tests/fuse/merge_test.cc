@@ -130,8 +130,10 @@ TEST_P(MergeFioTest, PlugMergesAShallowQueue) {
 
 // The "Merge" prefix keeps these in --gtest_filter='Merge*'.
 INSTANTIATE_TEST_SUITE_P(MergeFrontends, MergeFioTest,
-                         ::testing::Values("blkif", "virtio"),
-                         [](const auto& info) { return info.param; });
+                         ::testing::ValuesIn(AllFrontends()),
+                         [](const auto& info) {
+                           return FrontendTestName(info.param);
+                         });
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing

@@ -111,11 +111,11 @@ std::string PairName(
   for (char& c : second) {
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   }
-  return std::get<0>(info.param) + "_" + second;
+  return FrontendTestName(std::get<0>(info.param)) + "_" + second;
 }
 
 std::string FrontendName(const ::testing::TestParamInfo<std::string>& info) {
-  return info.param;
+  return FrontendTestName(info.param);
 }
 
 // ---------------------------------------------------------------------------
@@ -248,7 +248,7 @@ INSTANTIATE_TEST_SUITE_P(Frontends, DeepQueueTest,
                          ::testing::Combine(::testing::ValuesIn(AllFrontends()),
                                             ::testing::Values("none", "128")),
                          [](const auto& info) {
-                           return std::get<0>(info.param) +
+                           return FrontendTestName(std::get<0>(info.param)) +
                                   "_EngineMaxInflight_" +
                                   std::get<1>(info.param);
                          });
@@ -572,12 +572,14 @@ INSTANTIATE_TEST_SUITE_P(Frontends, BackendThreadsTest,
 
 // ---------------------------------------------------------------------------
 // Rings larger than blkif allows: `pvdisk mount --help` promises virtio
-// rings up to 32768 entries, so these must mount and serve.
+// and virtio-packed rings up to 32768 entries, so these must mount and
+// serve.
 
 struct LargeRingCase {
   const char* name;
   std::vector<std::string> flags;
   uint64_t ring_size;
+  std::string frontend = "virtio";
 };
 
 void PrintTo(const LargeRingCase& c, std::ostream* os) { *os << c.name; }
@@ -590,12 +592,12 @@ TEST_P(LargeRingTest, MountsAndVerifies) {
   TempDir dir;
   const std::string image = dir.Path("disk0.img");
   CreateImage(image, kImageBytes);
-  Mount mount(dir.MakeDir("mnt"), MountArgs(image, "virtio", c.flags));
+  Mount mount(dir.MakeDir("mnt"), MountArgs(image, c.frontend, c.flags));
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
 
   ExpectFioClean(RunFio(mount, VerifyJob("4k", "16M")));
   DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
-  EXPECT_EQ(stats.config["frontend"], "virtio");
+  EXPECT_EQ(stats.config["frontend"], c.frontend);
   EXPECT_EQ(ConfigNumber(stats, "ring_size"), c.ring_size);
   ExpectHealthy(stats);
   EXPECT_LE(stats["inflight_max"], c.ring_size);
@@ -608,7 +610,18 @@ INSTANTIATE_TEST_SUITE_P(
         // The largest ring the help allows, with the fewest queues.
         LargeRingCase{"Ring32768OneQueue",
                       {"--ring-size", "32768", "--queues", "1"},
-                      32768}),
+                      32768},
+        // The packed ring at the sizes RingSizeTest does not cover, with
+        // 256-page requests and event suppression off.
+        LargeRingCase{"PackedRing256Always",
+                      {"--ring-size", "256", "--notify", "always"},
+                      256,
+                      "virtio-packed"},
+        LargeRingCase{"PackedRing32768OneQueue",
+                      {"--ring-size", "32768", "--queues", "1",
+                       "--persistent", "off"},
+                      32768,
+                      "virtio-packed"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // ---------------------------------------------------------------------------

@@ -349,7 +349,9 @@ TEST_P(WriteOrderTest, RacingAlignedUnalignedAndZeroWritesKeepTheLastValue) {
 
 INSTANTIATE_TEST_SUITE_P(Frontends, WriteOrderTest,
                          ::testing::ValuesIn(AllFrontends()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& info) {
+                           return FrontendTestName(info.param);
+                         });
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing

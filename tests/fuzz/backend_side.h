@@ -30,13 +30,15 @@ enum BackendAction : uint8_t {
 // What differs between protocols.
 struct RingTraits {
   // The published response index as the frontend reads it (blkif rsp_prod,
-  // virtio used.idx), and the bits it has.
+  // virtio used.idx), and the bits it has. Unset for a ring without one
+  // (packed virtqueue): Publish() is then not checked against it.
   std::function<uint32_t()> published;
   uint32_t index_mask = UINT32_MAX;
   // The id the next request must carry, read from the shared ring before
   // the take (`taken`: requests taken so far): blkif the slot's id, virtio
   // the avail ring's head. The response echoes it, and the frontend finds
-  // its request by it.
+  // its request by it. Unset when the id is known only after the take
+  // (packed virtqueue: the buffer id is in the chain's last entry).
   std::function<uint64_t(uint32_t taken)> next_id;
   // Protocol-specific checks of a valid request.
   std::function<void(const transport::DeviceRequest&)> check_valid;
@@ -128,11 +130,11 @@ class BackendSide {
     // BackendLoop takes only while it has a free slot for a valid request,
     // and stops taking from a broken ring.
     if (broken_ || outstanding_.size() >= slots_) return;
-    uint64_t id = traits_.next_id(taken_);
+    uint64_t id = traits_.next_id ? traits_.next_id(taken_) : 0;
     transport::DeviceRequest request;
     transport::TakeResult result = ring_->TakeRequest(&request);
     FUZZ_CHECK(grants_->Balanced(), "a mapping left behind");
-    if (result != transport::TakeResult::kNone &&
+    if (traits_.next_id && result != transport::TakeResult::kNone &&
         result != transport::TakeResult::kRingBroken) {
       FUZZ_CHECK(request.id == id, "the request does not carry its id");
     }
@@ -188,6 +190,10 @@ class BackendSide {
   }
 
   void Publish() {
+    if (!traits_.published) {
+      ring_->PublishResponses();
+      return;
+    }
     uint32_t before = traits_.published();
     transport::PushResult pushed = ring_->PublishResponses();
     uint32_t after = traits_.published();

@@ -269,6 +269,82 @@ def virtio_seeds():
     return s
 
 
+# --- virtio packed (virtio_packed_device_ring_fuzzer.cc) -------------------
+# Configuration: as virtio's. Driver actions, then BackendSide's.
+P_ENTRY, P_HAND_OVER, P_FLAGS, P_MOVE, P_DRIVER_EVENT, P_DATA, P_RACE, \
+    P_TAKE, P_RESPOND, P_PUBLISH, P_FINAL = range(11)
+P_AVAIL, P_USED = 1 << 7, 1 << 15
+
+
+def pentry(entry, addr, length, flags=0, buffer_id=0):
+    """A whole ring entry, owner bits not set (P_HAND_OVER sets them)."""
+    return (u8(P_ENTRY) + u16(entry) + u64(addr) + u32(length) +
+            u16(buffer_id) + u16(flags))
+
+
+def pdata(offset, payload):
+    return u8(P_DATA) + u32(offset) + u8(len(payload)) + payload
+
+
+def pchain(rtype, data_descs, first=0, buffer_id=0, sector=0, wrong=0):
+    """Header at page 0, data, status: entries first...; handed over."""
+    out = pdata(0, header(rtype, sector))
+    descs = [(0, 16, 0)] + data_descs + [(STATUS, 1, WRITE)]
+    for i, (addr, length, flags) in enumerate(descs):
+        last = i == len(descs) - 1
+        out += pentry(first + i, addr, length,
+                      flags | (0 if last else NEXT), buffer_id)
+    return out + u8(P_HAND_OVER) + u8(len(descs) - 1) + u8(wrong)
+
+
+def panswer(n, code=0):
+    return (u8(P_RESPOND) + u8(0) + u8(code)) * n + u8(P_PUBLISH) + \
+        u8(P_FINAL)
+
+
+def packed_seeds():
+    take = u8(P_TAKE)
+    s = {}
+    s["read"] = (virtio_config() + pchain(T_IN, [(4096, 8192, WRITE)]) +
+                 take + panswer(1))
+    s["write"] = (virtio_config() +
+                  pchain(T_OUT, [(4096, 512, 0), (12288, 1024, 0)], 0, 3, 8) +
+                  take + panswer(1, code=1))
+    s["flush-get-id"] = (virtio_config() + pchain(T_FLUSH, [], 0, 1) +
+                         pchain(T_GET_ID, [(300, 20, WRITE)], 2, 2) +
+                         take * 2 + panswer(1))
+    s["discard"] = (virtio_config() +
+                    pdata(SEGMENT, u64(16) + u32(8) + u32(0)) +
+                    pchain(T_DISCARD, [(SEGMENT, 16, 0)]) + take + panswer(1))
+    table = (u64(0) + u32(16) + u16(0) + u16(0) +
+             u64(4096) + u32(4096) + u16(0) + u16(WRITE) +
+             u64(STATUS) + u32(1) + u16(0) + u16(WRITE))
+    s["indirect"] = (virtio_config() + pdata(0, header(T_IN, 0)) +
+                     pdata(8192, table) +
+                     pentry(0, 8192, len(table), INDIRECT, 5) +
+                     u8(P_HAND_OVER) + u8(0) + u8(0) + take + panswer(1))
+    s["wrong-lap"] = (virtio_config() + pchain(T_IN, [(4096, 512, WRITE)],
+                                               wrong=2) + take + panswer(0))
+    s["inconsistent"] = (virtio_config() + pentry(0, 0, 16, 0, 1) +
+                         u8(P_FLAGS) + u16(0) + u16(P_AVAIL | P_USED) + take +
+                         panswer(0))
+    s["laps"] = (virtio_config(order=2) +
+                 (pchain(T_FLUSH, [], 0, 0) + take + panswer(1) +
+                  pchain(T_FLUSH, [], 2, 1) + take + panswer(1)) * 3)
+    s["same-id"] = (virtio_config() + pchain(T_FLUSH, [], 0, 4) +
+                    pchain(T_FLUSH, [], 2, 4) + take * 2 + panswer(2))
+    s["event-desc"] = (virtio_config(order=3) + u8(P_DRIVER_EVENT) +
+                       u16(0x8002) + u16(2) + pchain(T_FLUSH, [], 0, 0) +
+                       pchain(T_FLUSH, [], 2, 1) + take * 2 + panswer(2))
+    s["notify-always"] = (virtio_config(always=1) + pchain(T_FLUSH, []) +
+                          take + panswer(1) + u8(P_DRIVER_EVENT) + u16(0) +
+                          u16(1) + pchain(T_FLUSH, [], 2, 1) + take +
+                          panswer(1))
+    s["race"] = (virtio_config() + pchain(T_IN, [(4096, 4096, WRITE)]) +
+                 u8(P_RACE) + u32(0) + u8(0xFF) + take + panswer(1))
+    return s
+
+
 # --- text parsers ----------------------------------------------------------
 def text_seeds(items):
     return {"%02d" % i: t.encode() for i, t in enumerate(items)}
@@ -306,6 +382,7 @@ def write(name, seeds):
 def main():
     write("blkif_device_ring", blkif_seeds())
     write("virtio_device_ring", virtio_seeds())
+    write("virtio_packed_device_ring", packed_seeds())
     write("size", text_seeds(SIZE))
     write("disk_arg", text_seeds(DISK_ARG))
     write("stats_command", text_seeds(STATS_COMMAND))

@@ -26,6 +26,7 @@
 #include "transport/virtio/device_ring.h"
 #include "transport/virtio/format.h"
 #include "transport/virtio/queue_view.h"
+#include "virtio_fuzz_input.h"
 
 namespace pvdisk::fuzz {
 namespace {
@@ -42,19 +43,13 @@ enum FrontendAction : uint8_t {
   kFrontendActionCount,
 };
 
-std::string ReadSerial(FuzzInput& in) {
-  std::string serial(in.U8() % 32, '\0');
-  in.Bytes(serial.data(), serial.size());
-  return serial;
-}
-
 class Harness {
  public:
   Harness(FuzzInput& in)
       : in_(in),
         size_(1u << (in.U8() % 9)),
         ring_(virtio::LayoutFor(size_).bytes),
-        limits_(ReadLimits(in)),
+        limits_(ReadVirtioLimits(in)),
         data_(FreshDataArea(limits_.data_pages)),
         grants_(data_.data(), limits_.data_pages, ring_.data(),
                 virtio::LayoutFor(size_).used),  // descriptors, avail ring
@@ -71,16 +66,6 @@ class Harness {
   }
 
  private:
-  static transport::DeviceLimits ReadLimits(FuzzInput& in) {
-    transport::DeviceLimits limits;
-    limits.data_pages = 1 + in.U8() % 64;
-    limits.disk_sectors = in.U64();
-    limits.max_segments = 1 + in.U16() % 4096;
-    limits.read_only = in.U8() & 1;
-    limits.serial = ReadSerial(in);
-    return limits;
-  }
-
   void Step(FrontendAction action) {
     switch (action) {
       case kWriteDesc: {
@@ -102,13 +87,9 @@ class Harness {
         transport::StoreRelease(q_.AvailFlags(), in_.U16());
         transport::StoreRelease(q_.UsedEvent(), in_.U16());
         break;
-      case kWriteData: {
-        uint64_t offset = in_.U32() % data_.size();
-        size_t length = in_.U8();
-        if (length > data_.size() - offset) length = data_.size() - offset;
-        in_.Bytes(&data_[offset], length);
+      case kWriteData:
+        WriteVirtioData(in_, data_);
         break;
-      }
       case kFrontendActionCount:
         break;
     }

@@ -14,12 +14,14 @@
 #include "transport/blkif/protocol.h"
 #include "transport/queue.h"
 #include "transport/virtio/protocol.h"
+#include "transport/virtio_packed/protocol.h"
 
 namespace pvdisk::transport {
 namespace {
 
 TEST(MemoryBudgetTest, QueueRegionIsWhatTheBudgetComputes) {
-  for (const Protocol* protocol : {&BlkifProtocol(), &VirtioProtocol()}) {
+  for (const Protocol* protocol :
+       {&BlkifProtocol(), &VirtioProtocol(), &VirtioPackedProtocol()}) {
     for (uint32_t ring_size : {32u, 256u, 1024u}) {
       for (uint32_t segments : {11u, 64u, 256u, 1024u}) {
         QueueOptions options;
@@ -71,8 +73,7 @@ TEST(MemoryBudgetTest, RefusalGivesTheSizeAndTheFlags) {
   absl::Status refused = CheckMemoryBudget(options, true, 1, need - 1);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   std::string message(refused.message());
-  EXPECT_NE(message.find(absl::StrCat("(", need, " bytes)")),
-            std::string::npos)
+  EXPECT_NE(message.find(absl::StrCat("(", need, " bytes)")), std::string::npos)
       << message;
   for (const char* part : {"--queues 64", "--ring-size 32768",
                            "--max-segments 4096", "--max-memory"}) {

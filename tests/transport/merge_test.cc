@@ -34,6 +34,7 @@
 #include "transport/protocol.h"
 #include "transport/ring_request.h"
 #include "transport/virtio/protocol.h"
+#include "transport/virtio_packed/protocol.h"
 #include "transport_harness.h"
 
 namespace pvdisk::transport {
@@ -869,7 +870,7 @@ using EngineAndProtocol = std::tuple<io::EngineKind, const Protocol*>;
 std::string EngineAndProtocolName(
     const ::testing::TestParamInfo<EngineAndProtocol>& info) {
   return std::string(io::EngineKindName(std::get<0>(info.param))) + "_" +
-         std::string(std::get<1>(info.param)->name());
+         testing::ProtocolTestName(std::get<1>(info.param));
 }
 
 class MergeTransportTest
@@ -966,7 +967,8 @@ INSTANTIATE_TEST_SUITE_P(
     MergeEnginesAndProtocols, MergeTransportTest,
     ::testing::Combine(::testing::Values(io::EngineKind::kSync,
                                          io::EngineKind::kUring),
-                       ::testing::Values(&BlkifProtocol(), &VirtioProtocol())),
+                       ::testing::Values(&BlkifProtocol(), &VirtioProtocol(),
+                                         &VirtioPackedProtocol())),
     EngineAndProtocolName);
 
 }  // namespace

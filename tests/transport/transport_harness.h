@@ -42,6 +42,16 @@ inline void PrintTo(EngineKind kind, std::ostream* os) {
 
 namespace pvdisk::transport::testing {
 
+// A protocol's name as part of a test name ("virtio-packed" ->
+// "virtio_packed": gtest names allow only letters, digits and '_').
+inline std::string ProtocolTestName(const Protocol* protocol) {
+  std::string name(protocol->name());
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
 inline constexpr uint64_t kImageBytes = uint64_t{64} << 20;
 inline constexpr uint64_t kImageSectors = kImageBytes / 512;
 inline constexpr std::chrono::seconds kTimeout{30};

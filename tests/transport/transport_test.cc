@@ -25,6 +25,7 @@
 #include "transport/protocol.h"
 #include "transport/queue.h"
 #include "transport/virtio/protocol.h"
+#include "transport/virtio_packed/protocol.h"
 #include "transport_harness.h"
 
 namespace pvdisk::transport {
@@ -40,8 +41,9 @@ using testing::TransportConfig;
 using testing::Waiter;
 using namespace std::chrono_literals;
 
+// Either virtio ring layout: the same chains, the same table pages.
 bool IsVirtio(const Protocol* protocol) {
-  return protocol == &VirtioProtocol();
+  return protocol == &VirtioProtocol() || protocol == &VirtioPackedProtocol();
 }
 
 // Whether a ring request of `pages` data pages goes out of the ring: blkif
@@ -56,7 +58,7 @@ using EngineAndProtocol = std::tuple<io::EngineKind, const Protocol*>;
 std::string EngineAndProtocolName(
     const ::testing::TestParamInfo<EngineAndProtocol>& info) {
   return std::string(io::EngineKindName(std::get<0>(info.param))) + "_" +
-         std::string(std::get<1>(info.param)->name());
+         testing::ProtocolTestName(std::get<1>(info.param));
 }
 
 // One queue over the parameters' engine and protocol; direct (blkif)
@@ -590,7 +592,8 @@ INSTANTIATE_TEST_SUITE_P(
     EnginesAndProtocols, TransportTest,
     ::testing::Combine(::testing::Values(io::EngineKind::kSync,
                                          io::EngineKind::kUring),
-                       ::testing::Values(&BlkifProtocol(), &VirtioProtocol())),
+                       ::testing::Values(&BlkifProtocol(), &VirtioProtocol(),
+                                         &VirtioPackedProtocol())),
     EngineAndProtocolName);
 
 // A virtio DISCARD takes 3 descriptors (header, segment, status) though it
@@ -634,7 +637,7 @@ TEST_F(VirtioTransportTest, DiscardWaitsWhileOnlyTwoDescriptorsAreFree) {
 std::string ConfigName(const ::testing::TestParamInfo<TransportConfig>& info) {
   const TransportConfig& c = info.param;
   std::string name =
-      std::string(c.protocol != nullptr ? c.protocol->name() : "blkif");
+      c.protocol != nullptr ? testing::ProtocolTestName(c.protocol) : "blkif";
   name += "_" + std::string(io::EngineKindName(c.engine));
   name += "_q" + std::to_string(c.queues);
   if (c.ring_size != kDefaultRingSize) {
@@ -686,6 +689,12 @@ TransportConfig VirtioConfig(io::EngineKind engine, uint32_t queues,
                                   persistent, notify, map);
   config.protocol = &VirtioProtocol();
   config.ring_size = ring_size;
+  return config;
+}
+
+// The same over the packed virtqueue.
+TransportConfig Packed(TransportConfig config) {
+  config.protocol = &VirtioPackedProtocol();
   return config;
 }
 
@@ -908,7 +917,17 @@ INSTANTIATE_TEST_SUITE_P(
         VirtioConfig(EngineKind::kUring, 4, 1, 64, 11, true,
                      NotifyMode::kEventIdx),
         WithIrqThread(VirtioConfig(EngineKind::kUring, 4, 1, 256, 256, true,
-                                   NotifyMode::kEventIdx))),
+                                   NotifyMode::kEventIdx)),
+        Packed(VirtioConfig(EngineKind::kSync, 1, 1, 32, 11, true,
+                            NotifyMode::kEventIdx)),
+        Packed(VirtioConfig(EngineKind::kSync, 4, 1, 64, 256, false,
+                            NotifyMode::kAlways, QueueMap::kThread)),
+        Packed(VirtioConfig(EngineKind::kUring, 4, 2, 1024, 256, false,
+                            NotifyMode::kAlways, QueueMap::kRoundRobin)),
+        Packed(VirtioConfig(EngineKind::kUring, 1, 1, 1024, 11, true,
+                            NotifyMode::kEventIdx)),
+        WithIrqThread(Packed(VirtioConfig(EngineKind::kUring, 4, 1, 256, 256,
+                                          true, NotifyMode::kEventIdx)))),
     ConfigName);
 
 }  // namespace

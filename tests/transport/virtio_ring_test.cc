@@ -178,11 +178,11 @@ TEST(VirtioProtocolTest, RegisteredWithItsLayout) {
   EXPECT_EQ(*blkif, &BlkifProtocol());
   auto unknown = FindProtocol("nvme");
   EXPECT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("blkif or virtio"),
+  EXPECT_NE(unknown.status().message().find("blkif or virtio or virtio-packed"),
             absl::string_view::npos)
       << unknown.status();
-  EXPECT_EQ(ProtocolNames(),
-            (std::vector<std::string_view>{"blkif", "virtio"}));
+  EXPECT_EQ(ProtocolNames(), (std::vector<std::string_view>{"blkif", "virtio",
+                                                            "virtio-packed"}));
 
   const Protocol& virtio_protocol = VirtioProtocol();
   EXPECT_EQ(virtio_protocol.name(), "virtio");

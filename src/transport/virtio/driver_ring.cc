@@ -11,26 +11,9 @@ namespace {
 
 using virtio::Desc;
 
-uint32_t TypeOf(BlockOp op) {
-  switch (op) {
-    case BlockOp::kRead:
-      return virtio::kTypeIn;
-    case BlockOp::kWrite:
-      return virtio::kTypeOut;
-    case BlockOp::kFlush:
-      return virtio::kTypeFlush;
-    case BlockOp::kDiscard:
-      return virtio::kTypeDiscard;
-    case BlockOp::kWriteZeroes:
-      return virtio::kTypeWriteZeroes;
-  }
-  return virtio::kTypeIn;
-}
-
-int ResultOf(uint8_t status) {
-  if (status == virtio::kStatusOk) return 0;
-  if (status == virtio::kStatusUnsupp) return -EOPNOTSUPP;
-  return -EIO;
+Desc DescOf(const virtio::Buffer& b) {
+  return Desc{b.addr, b.len,
+              b.device_writable ? virtio::kDescWrite : uint16_t{0}, 0};
 }
 
 }  // namespace
@@ -59,8 +42,7 @@ VirtioDriverRing::VirtioDriverRing(uint8_t* ring_memory, uint32_t size,
 
 uint32_t VirtioDriverRing::DescriptorsFor(BlockOp op,
                                           uint32_t segment_count) const {
-  bool range = op == BlockOp::kDiscard || op == BlockOp::kWriteZeroes;
-  uint32_t chain = 2 + (range ? 1 : segment_count);  // + header and status
+  uint32_t chain = virtio::BlkChainLength(op, segment_count);
   return chain <= kMaxDirectDescriptors ? chain : 1;
 }
 
@@ -85,41 +67,10 @@ void VirtioDriverRing::FreeChain(uint16_t head) {
 }
 
 void VirtioDriverRing::Write(const RingRequest& request) {
-  // Header, status and (for discard) the segment live in the id's first
-  // table page.
+  const uint64_t status_offset =
+      virtio::EncodeBlkRequest(request, data_, &chain_);
   uint64_t table = uint64_t{request.table_pages[0]} * virtio::kPageSize;
   uint8_t* table_memory = data_ + table;
-  virtio::BlkHeader header{TypeOf(request.op), 0,
-                           request.op == BlockOp::kFlush ? 0 : request.sector};
-  std::memcpy(table_memory + virtio::kHeaderOffset, &header, sizeof(header));
-  table_memory[virtio::kStatusOffset] = 0xff;  // not answered yet
-
-  chain_.clear();
-  chain_.push_back(Desc{table + virtio::kHeaderOffset, sizeof(header), 0, 0});
-  if (request.op == BlockOp::kDiscard || request.op == BlockOp::kWriteZeroes) {
-    // The caller split the range at MaxRangeSectors(): it fits num_sectors.
-    assert(request.num_sectors > 0 &&
-           request.num_sectors <= MaxRangeSectors(request.op));
-    virtio::DiscardSegment segment{
-        request.sector, static_cast<uint32_t>(request.num_sectors), 0};
-    std::memcpy(table_memory + virtio::kDiscardOffset, &segment,
-                sizeof(segment));
-    chain_.push_back(
-        Desc{table + virtio::kDiscardOffset, sizeof(segment), 0, 0});
-  }
-  const uint16_t data_flags =
-      request.op == BlockOp::kRead ? virtio::kDescWrite : 0;
-  for (uint32_t i = 0; i < request.segment_count; ++i) {
-    const DataSegment& segment = request.segments[i];
-    uint64_t addr = uint64_t{segment.page} * virtio::kPageSize +
-                    uint64_t{segment.first_sector} * 512;
-    uint32_t len = (segment.last_sector - segment.first_sector + 1u) * 512;
-    // One descriptor per page, as blkif has one segment per page: a guest's
-    // pages are not contiguous, and seg_max counts them.
-    chain_.push_back(Desc{addr, len, data_flags, 0});
-  }
-  chain_.push_back(
-      Desc{table + virtio::kStatusOffset, 1, virtio::kDescWrite, 0});
 
   uint16_t head;
   const uint32_t count = static_cast<uint32_t>(chain_.size());
@@ -130,7 +81,7 @@ void VirtioDriverRing::Write(const RingRequest& request) {
     head = TakeDescriptor();
     uint16_t index = head;
     for (uint32_t i = 0; i < count; ++i) {
-      Desc d = chain_[i];
+      Desc d = DescOf(chain_[i]);
       if (i + 1 < count) {
         uint16_t following = TakeDescriptor();
         d.flags |= virtio::kDescNext;
@@ -148,7 +99,7 @@ void VirtioDriverRing::Write(const RingRequest& request) {
     auto* indirect =
         reinterpret_cast<Desc*>(table_memory + virtio::kIndirectTableOffset);
     for (uint32_t i = 0; i < count; ++i) {
-      Desc d = chain_[i];
+      Desc d = DescOf(chain_[i]);
       if (i + 1 < count) {
         d.flags |= virtio::kDescNext;
         d.next = static_cast<uint16_t>(i + 1);
@@ -162,7 +113,7 @@ void VirtioDriverRing::Write(const RingRequest& request) {
     chain_length_[head] = 1;
   }
   id_of_head_[head] = static_cast<uint32_t>(request.id);
-  status_offset_[head] = table + virtio::kStatusOffset;
+  status_offset_[head] = status_offset;
   q_.AvailRing(avail_shadow_ & (size_ - 1)) = head;
   ++avail_shadow_;
 }
@@ -202,7 +153,7 @@ int VirtioDriverRing::ConsumeResponses(
     uint8_t status = data_[status_offset_[head]];
     id_of_head_[head] = kNoId;
     FreeChain(head);
-    on_response(id, ResultOf(status));
+    on_response(id, virtio::BlkResult(status));
   }
   return consumed;
 }

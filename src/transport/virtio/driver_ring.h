@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "transport/driver_ring.h"
+#include "transport/virtio/blk_chain.h"
 #include "transport/virtio/format.h"
 #include "transport/virtio/queue_view.h"
 
@@ -70,7 +71,7 @@ class VirtioDriverRing final : public DriverRing {
   std::vector<uint32_t> id_of_head_;
   std::vector<uint16_t> chain_length_;
   std::vector<uint64_t> status_offset_;
-  std::vector<virtio::Desc> chain_;  // scratch for one request
+  std::vector<virtio::Buffer> chain_;  // scratch for one request
 };
 
 }  // namespace pvdisk::transport
