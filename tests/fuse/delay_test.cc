@@ -246,20 +246,9 @@ TEST_P(DelayTest, UnmountWithCompletionsHeldFinishesThem) {
   // 4 KiB block is all old or all new, and some are new.
   std::string in_image = ReadWholeFile(image);
   ASSERT_EQ(in_image.size(), size);
-  const std::string old_block(4096, '\xAA');
-  const std::string new_block(4096, '\x55');
-  uint64_t new_blocks = 0;
-  uint64_t torn = 0;
-  for (uint64_t at = 0; at < size; at += 4096) {
-    std::string_view block(in_image.data() + at, 4096);
-    if (block == new_block) {
-      ++new_blocks;
-    } else if (block != old_block) {
-      ++torn;
-    }
-  }
-  EXPECT_EQ(torn, 0u);
-  EXPECT_GT(new_blocks, 0u) << "no held write reached the image";
+  BlockCensus blocks = CountBlocks(in_image, '\xAA', '\x55');
+  EXPECT_EQ(blocks.torn, 0u) << "first torn block: " << blocks.first_torn;
+  EXPECT_GT(blocks.new_blocks, 0u) << "no held write reached the image";
 }
 
 INSTANTIATE_TEST_SUITE_P(Frontends, DelayTest,
