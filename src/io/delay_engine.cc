@@ -66,16 +66,16 @@ class DelayEngine final : public IoEngine {
 
   int Queue(const IoRequest& request) override {
     if (free_.empty()) return -EBUSY;  // more than `depth` in flight
+    // Due from before the inner engine sees it: the sync engine does its
+    // I/O inside Queue(), and the delay is a floor, not an addition.
+    const int64_t due_ns =
+        NowNanos() + (request.op == IoOp::kWrite ? write_delay_ns_ : delay_ns_);
     const uint32_t index = free_.back();
     IoRequest forwarded = request;
     forwarded.tag = index;
     if (int rc = inner_->Queue(forwarded); rc < 0) return rc;
     free_.pop_back();
-    Pending& pending = pending_[index];
-    pending.tag = request.tag;
-    pending.sequence = next_sequence_++;
-    pending.due_ns =
-        NowNanos() + (request.op == IoOp::kWrite ? write_delay_ns_ : delay_ns_);
+    pending_[index] = Pending{request.tag, next_sequence_++, due_ns};
     return 0;
   }
 
