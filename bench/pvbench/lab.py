@@ -92,10 +92,14 @@ class PvdiskMount(Target):
     wrong) and leaves nothing mounted."""
     kind = "pvdisk"
 
-    def __init__(self, pvdisk, image, mnt, flags):
+    def __init__(self, pvdisk, image, mnt, flags, disk=None):
+        """`disk`, if given, is the whole --disk argument instead of
+        IMAGE,lock=off (e.g. IMAGE,lock=off,delay=2000, or a disk that is
+        not the lab's image); fio then runs on the file the mount shows."""
         self.pvdisk, self.mnt, self.flags = pvdisk, mnt, list(flags)
         os.makedirs(mnt, exist_ok=True)
-        p = subprocess.run([pvdisk, "mount", mnt, "--disk", image + ",lock=off"]
+        p = subprocess.run([pvdisk, "mount", mnt,
+                            "--disk", disk or image + ",lock=off"]
                            + self.flags,
                            text=True, capture_output=True)
         if p.returncode != 0:
@@ -104,6 +108,8 @@ class PvdiskMount(Target):
                                 last_line(p.stderr)),
                              2 if p.returncode == 2 else 1)
         self.file = os.path.join(mnt, os.path.basename(image))
+        if disk is not None:
+            self.file = os.path.join(mnt, self.stats()["name"])
         self.pid = self._daemon_pid(p.stdout)
 
     def _daemon_pid(self, output):
@@ -263,10 +269,12 @@ class Lab:
     def native(self):
         return Native(self.image)
 
-    def mount(self, flags):
-        """A new pvdisk mount of the image with these flags."""
+    def mount(self, flags, disk=None):
+        """A new pvdisk mount of the image with these flags (or of `disk`,
+        a whole --disk argument: see PvdiskMount)."""
         mnt = os.path.join(self.dir, "mnt%d" % len(self.targets))
-        return self._keep(PvdiskMount(self.pvdisk, self.image, mnt, flags))
+        return self._keep(PvdiskMount(self.pvdisk, self.image, mnt, flags,
+                                      disk))
 
     def floor(self, io="classic"):
         """A bench/fuse_floor mount as large as the image, on FUSE channel

@@ -1,5 +1,6 @@
 // Parsing of one --disk argument:
-// PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]][,engine_fail=N].
+// PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]][,delay=US]
+// [,delay-write=US][,engine_fail=N].
 #pragma once
 
 #include "absl/status/statusor.h"

@@ -64,7 +64,10 @@ const std::vector<FlagSpec>& MountFlags() {
        "(by default a read-write disk refuses an image another pvdisk or "
        "QEMU uses), size = expected size, eio = fail I/O on those 512-byte "
        "sectors (fault injection); engine_fail=N (test only) = the I/O "
-       "engine fails as a whole at the N-th submission, once"},
+       "engine fails as a whole at the N-th submission, once; "
+       "delay=US[,delay-write=US] = hold each completion US microseconds "
+       "after submission (writes: delay-write), on any engine: a device "
+       "latency model"},
       {"frontend", true, false, "blkif|virtio|virtio-packed", "blkif",
        "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue "
        "(virtio) or a packed one (virtio-packed)"},

@@ -64,6 +64,8 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
   io::EngineOptions base_engine_options;
   base_engine_options.kind = options.engine;
   base_engine_options.fault = spec.fault;
+  base_engine_options.delay = spec.delay;
+  disk->delay_ = spec.delay;
   if (spec.engine_fail) {
     base_engine_options.fail_trigger =
         std::make_shared<io::EngineFailTrigger>(*spec.engine_fail);
@@ -143,6 +145,9 @@ stats::DiskReport Disk::Report() const {
            ? std::string("none")
            : absl::StrCat(t.backend.engine_max_inflight)},
       {"engine_mode", std::string(transport_->engine_mode())},
+      {"delay_us", delay_ ? absl::StrCat(delay_->us) : std::string("none")},
+      {"delay_write_us",
+       delay_ ? absl::StrCat(delay_->write_us) : std::string("none")},
       {"fixed_buffers", transport_->uses_fixed_buffers() ? "yes" : "no"},
       {"fuse_io", options_.fuse_io},
       {"fuse_queues", options_.fuse_queues == 0

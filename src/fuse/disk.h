@@ -23,6 +23,8 @@ struct DiskSpec {
   bool read_only = false;
   std::optional<uint64_t> expected_size;  // ",size=": must match the image
   std::optional<io::FaultRange> fault;    // ",eio=": inject -EIO there
+  // ",delay=US[,delay-write=US]": hold completions (a device latency model).
+  std::optional<io::CompletionDelay> delay;
   // ",engine_fail=N" (test only): the engine fails as a whole at the N-th
   // submission.
   std::optional<uint64_t> engine_fail;
@@ -95,6 +97,7 @@ class Disk {
   std::string name_;
   DiskOptions options_;
   std::unique_ptr<io::ImageFile> image_;
+  std::optional<io::CompletionDelay> delay_;  // for the stats header
   bool locked_ = false;
   std::unique_ptr<transport::Transport> transport_;
   OperationsInFlight operations_;

@@ -1,5 +1,6 @@
 #include "io/engine_factory.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -32,6 +33,13 @@ absl::Status CheckOptions(const EngineOptions& options,
                        fault.sector_count, " does not fit in image ",
                        image.path(), " of ", image.size_sectors(), " sectors"));
     }
+  }
+  if (options.delay && (options.delay->us > kMaxDelayUs ||
+                        options.delay->write_us > kMaxDelayUs)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a completion delay of ",
+                     std::max(options.delay->us, options.delay->write_us),
+                     " us is out of range; use 0 to ", kMaxDelayUs));
   }
   return absl::OkStatus();
 }
@@ -79,6 +87,13 @@ absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
     return absl::InvalidArgumentError("unknown engine kind");
   }
   if (options.fault) engine = WrapWithFaults(std::move(engine), *options.fault);
+  // Over the fault decorator, so that its errors take the device's latency
+  // too, as a remote disk's would.
+  if (options.delay && (options.delay->us > 0 || options.delay->write_us > 0)) {
+    PVDISK_ASSIGN_OR_RETURN(
+        engine,
+        WrapWithDelay(std::move(engine), *options.delay, options.depth));
+  }
   if (options.fail_trigger) {
     engine = WrapWithEngineFailure(std::move(engine), options.fail_trigger);
   }

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "io/delay_engine.h"
 #include "io/failing_engine.h"
 #include "io/image_file.h"
 #include "io/io_engine.h"
@@ -39,6 +40,9 @@ struct EngineOptions {
   uint32_t depth = 256;
   // When set, I/O touching this range completes with -EIO.
   std::optional<FaultRange> fault;
+  // When set, completions are held this long after submission (a device
+  // latency model, `--disk IMG,delay=US`; see delay_engine.h).
+  std::optional<CompletionDelay> delay;
   // Test-only: when set, the engine fails as a whole when this trigger
   // fires (`--disk IMG,engine_fail=N`; see failing_engine.h).
   std::shared_ptr<EngineFailTrigger> fail_trigger;

@@ -71,6 +71,51 @@ class ExperimentsTest(unittest.TestCase):
         self.assertEqual(self.load("request-size")["png"], png)
 
 
+class NullDelayTest(unittest.TestCase):
+    """--device null-delay, request-size at 1 s per run: the slow-device
+    shape (one blkif ring of 32) on the null engine with its delay, the
+    device and the load in the report, and the counters that explain the
+    table: small requests fill the ring, large ones do not need to."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.scratch = benchtest.Scratch()
+        cls.result = cls.scratch.run("experiments", "--device", "null-delay",
+                                     "--only", "request-size", "--runtime", "1",
+                                     "--image-size", "64M",
+                                     "--out", cls.scratch.out)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scratch.close()
+
+    def test_finishes_and_cleans_up(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        self.scratch.check_clean(self)
+
+    def test_report_names_the_device_and_the_load(self):
+        with open(os.path.join(self.scratch.out, "request-size.md")) as f:
+            md = f.read()
+        self.assertIn("device `null-delay`, --disk `IMAGE,delay=20000`, "
+                      "flags `--engine null`", md)
+        self.assertIn("Load average (1 min) before / after: ", md)
+        self.assertIn("--ring-size 32 --max-segments 11", md)
+
+    def test_counters_explain_the_table(self):
+        with open(os.path.join(self.scratch.out, "request-size.json")) as f:
+            rows = json.load(f)["tables"][0]["rows"]
+        self.assertEqual([r["config"] for r in rows],
+                         ["max-segments %d" % s for s in (11, 16, 32, 64, 128, 256)])
+        self.assertLessEqual(rows[0]["avg_req_kib"], 44)
+        self.assertEqual(rows[0]["inflight_max"], 32)  # the ring is the limit
+        self.assertGreater(rows[0]["ring_full"], 0)
+        self.assertEqual(rows[-1]["avg_req_kib"], 1024)
+        self.assertLessEqual(rows[-1]["inflight_max"], 4)  # fio's 4 reads
+        self.assertEqual(rows[-1]["ring_full"], 0)
+        for row in rows:
+            self.assertGreaterEqual(row["lat_us_p50"], 20000, row["config"])
+
+
 if __name__ == "__main__":
     benchtest.need("fio", "gnuplot")
     benchtest.main()

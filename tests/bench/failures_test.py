@@ -28,6 +28,11 @@ BAD = [
     ("experiments", ["--rounds", "two"], "--rounds"),
     ("experiments", ["--image-size", "100K"], "--image-size"),
     ("experiments", ["--build", "/nonexistent"], "make build"),
+    ("experiments", ["--device", "remote"], "--device"),
+    ("experiments", ["--device", "null-delay", "--only", "dispatch"], "dispatch"),
+    ("experiments", ["--device", "null-delay", "--disk", "IMAGE"], "--disk"),
+    ("experiments", ["--disk", "IMAGE", "--only", "notifications"],
+     "notifications"),
 ]
 
 

@@ -132,6 +132,49 @@ TEST(ParseDiskArgTest, EngineFailIsACountFromOne) {
   }
 }
 
+TEST(ParseDiskArgTest, DelayAppliesToAllAndDelayWriteOverridesWrites) {
+  EXPECT_FALSE(ParseDiskArg("a.img")->delay.has_value());
+  absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg("a.img,delay=2000");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->delay.has_value());
+  EXPECT_EQ(spec->delay->us, 2000u);
+  EXPECT_EQ(spec->delay->write_us, 2000u);
+  // In either order, and each alone.
+  for (const char* text : {"a.img,delay=2000,delay-write=500",
+                           "a.img,delay-write=500,delay=2000"}) {
+    spec = ParseDiskArg(text);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(spec->delay->us, 2000u) << text;
+    EXPECT_EQ(spec->delay->write_us, 500u) << text;
+  }
+  spec = ParseDiskArg("a.img,delay-write=700");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->delay->us, 0u);
+  EXPECT_EQ(spec->delay->write_us, 700u);
+  spec = ParseDiskArg("a.img,delay=0,delay-write=10000000");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->delay->write_us, 10000000u);
+}
+
+TEST(ParseDiskArgTest, BadDelayNamesTheKeyAndTheRange) {
+  for (const char* text :
+       {"a.img,delay=", "a.img,delay=-1", "a.img,delay=+5", "a.img,delay=2ms",
+        "a.img,delay= 5", "a.img,delay=10000001", "a.img,delay=99999999999"}) {
+    std::string message = ErrorOf(text);
+    EXPECT_TRUE(Contains(message, std::string("--disk ") + text)) << message;
+    EXPECT_TRUE(Contains(message,
+                         ": delay takes microseconds from 0 to "
+                         "10000000"))
+        << message;
+    EXPECT_TRUE(Contains(message, "e.g. delay=2000")) << message;
+  }
+  std::string message = ErrorOf("a.img,delay-write=x");
+  EXPECT_TRUE(Contains(message, "delay-write takes microseconds")) << message;
+  message = ErrorOf("a.img,delays=5");
+  EXPECT_TRUE(Contains(message, "unknown option 'delays=5'")) << message;
+  EXPECT_TRUE(Contains(message, "delay=US, delay-write=US")) << message;
+}
+
 TEST(ParseDiskArgTest, EmptyPath) {
   for (const char* text : {"", ",ro", ",size=1G"}) {
     std::string message = ErrorOf(text);

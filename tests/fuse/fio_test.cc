@@ -301,27 +301,12 @@ TEST_P(UnmountDuringIoTest, FinishesInFlightWritesWithoutTornBlocks) {
 
   std::string in_image = ReadWholeFile(image);
   ASSERT_EQ(in_image.size(), size);
-  const std::string old_block(4096, '\xAA');
-  const std::string new_block(4096, '\x55');
-  uint64_t new_blocks = 0;
-  uint64_t old_blocks = 0;
-  uint64_t torn = 0;
-  std::string first_torn;
-  for (uint64_t at = 0; at < size; at += 4096) {
-    std::string_view block(in_image.data() + at, 4096);
-    if (block == new_block) {
-      ++new_blocks;
-    } else if (block == old_block) {
-      ++old_blocks;
-    } else if (++torn == 1) {
-      first_torn = FirstDifference(old_block, block, at);
-    }
-  }
-  EXPECT_EQ(torn, 0u) << "blocks neither all 0xAA nor all 0x55; first: "
-                      << first_torn;
-  EXPECT_GT(new_blocks, 0u) << "fio's writes never reached the image";
+  BlockCensus blocks = CountBlocks(in_image, '\xAA', '\x55');
+  EXPECT_EQ(blocks.torn, 0u)
+      << "blocks neither all 0xAA nor all 0x55; first: " << blocks.first_torn;
+  EXPECT_GT(blocks.new_blocks, 0u) << "fio's writes never reached the image";
   if (rate_limited) {
-    EXPECT_GT(old_blocks, 0u) << "fio rewrote everything despite --rate";
+    EXPECT_GT(blocks.old_blocks, 0u) << "fio rewrote everything despite --rate";
   }
 }
 

@@ -620,6 +620,24 @@ std::string PatternBytes(uint64_t seed, size_t length) {
   return out;
 }
 
+BlockCensus CountBlocks(std::string_view data, char old_byte, char new_byte) {
+  constexpr size_t kBlock = 4096;
+  const std::string old_block(kBlock, old_byte);
+  const std::string new_block(kBlock, new_byte);
+  BlockCensus census;
+  for (size_t at = 0; at + kBlock <= data.size(); at += kBlock) {
+    std::string_view block = data.substr(at, kBlock);
+    if (block == new_block) {
+      ++census.new_blocks;
+    } else if (block == old_block) {
+      ++census.old_blocks;
+    } else if (++census.torn == 1) {
+      census.first_torn = FirstDifference(old_block, block, at);
+    }
+  }
+  return census;
+}
+
 std::string FirstDifference(std::string_view expected, std::string_view actual,
                             uint64_t base) {
   if (expected.size() != actual.size()) {

@@ -237,6 +237,17 @@ std::string PatternBytes(uint64_t seed, size_t length);
 std::string FirstDifference(std::string_view expected, std::string_view actual,
                             uint64_t base = 0);
 
+// 4 KiB blocks of `data` that are all `old_byte`, all `new_byte`, or
+// neither (torn: a write that reached the image only in part), with where
+// the first torn block differs from an old one.
+struct BlockCensus {
+  uint64_t old_blocks = 0;
+  uint64_t new_blocks = 0;
+  uint64_t torn = 0;
+  std::string first_torn;
+};
+BlockCensus CountBlocks(std::string_view data, char old_byte, char new_byte);
+
 // One disk of stats.json: the counters of each queue and of the total.
 struct DiskStats {
   std::string name;

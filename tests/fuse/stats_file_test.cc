@@ -60,6 +60,8 @@ const std::vector<std::string>& ConfigKeys() {
                                                 "engine_depth",
                                                 "engine_max_inflight",
                                                 "engine_mode",
+                                                "delay_us",
+                                                "delay_write_us",
                                                 "fixed_buffers",
                                                 "fuse_io",
                                                 "fuse_queues",

@@ -1,0 +1,235 @@
+#include "io/delay_engine.h"
+
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <functional>
+#include <queue>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/errno_status.h"
+
+namespace pvdisk::io {
+namespace {
+
+constexpr int64_t kNanosPerSecond = 1'000'000'000;
+constexpr int64_t kNanosPerMicro = 1'000;
+
+// The wake tag under which the inner engine watches the timer. Callers'
+// watches are forwarded under their index in `wake_tags_`, so none can
+// collide with it.
+constexpr uint64_t kTimerWatch = ~uint64_t{0};
+
+int64_t NowNanos() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return int64_t{now.tv_sec} * kNanosPerSecond + now.tv_nsec;
+}
+
+// A descriptor closed when it goes out of scope.
+struct ScopedFd {
+  explicit ScopedFd(int descriptor) : fd(descriptor) {}
+  ~ScopedFd() { close(fd); }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  const int fd;
+};
+
+class DelayEngine final : public IoEngine {
+ public:
+  DelayEngine(std::unique_ptr<IoEngine> inner, CompletionDelay delay,
+              uint32_t depth, int timer_fd)
+      : timer_(timer_fd),
+        inner_(std::move(inner)),
+        delay_ns_(int64_t{delay.us} * kNanosPerMicro),
+        write_delay_ns_(int64_t{delay.write_us} * kNanosPerMicro),
+        mode_(Describe(inner_->mode(), delay)),
+        pending_(depth) {
+    free_.reserve(depth);
+    for (uint32_t i = depth; i > 0; --i) free_.push_back(i - 1);
+    std::vector<Held> storage;
+    storage.reserve(depth);
+    held_ = HeldHeap(std::greater<Held>(), std::move(storage));
+  }
+
+  absl::Status WatchTimer() {
+    return inner_->WatchWakeFd(timer_.fd, kTimerWatch);
+  }
+
+  std::string_view name() const override { return inner_->name(); }
+  std::string_view mode() const override { return mode_; }
+
+  int Queue(const IoRequest& request) override {
+    if (free_.empty()) return -EBUSY;  // more than `depth` in flight
+    // Due from before the inner engine sees it: the sync engine does its
+    // I/O inside Queue(), and the delay is a floor, not an addition.
+    const int64_t due_ns =
+        NowNanos() + (request.op == IoOp::kWrite ? write_delay_ns_ : delay_ns_);
+    const uint32_t index = free_.back();
+    IoRequest forwarded = request;
+    forwarded.tag = index;
+    if (int rc = inner_->Queue(forwarded); rc < 0) return rc;
+    free_.pop_back();
+    pending_[index] = Pending{request.tag, next_sequence_++, due_ns};
+    return 0;
+  }
+
+  absl::Status WatchWakeFd(int fd, uint64_t tag) override {
+    absl::Status watched = inner_->WatchWakeFd(fd, wake_tags_.size());
+    if (watched.ok()) wake_tags_.push_back(tag);
+    return watched;
+  }
+
+  int Run(bool wait, std::vector<IoCompletion>& out) override {
+    int appended = 0;
+    for (;;) {
+      // Sleep in the inner engine (until a kick, an inner completion or the
+      // timer) only while nothing is due now.
+      const bool block = wait && !DueBy(NowNanos()) && CanComplete();
+      reaped_.clear();
+      const int rc = inner_->Run(block, reaped_);
+      if (rc < 0) return rc;
+      for (const IoCompletion& completion : reaped_) {
+        if (!completion.wake) {
+          Hold(completion);
+        } else if (completion.tag != kTimerWatch) {
+          out.push_back(IoCompletion{wake_tags_[completion.tag], 0, true});
+          ++appended;
+        }
+        // The timer's own wake-up only means "look at the heap again".
+      }
+      appended += ReleaseDue(NowNanos(), out);
+      if (int armed = ArmTimer(); armed < 0) return armed;
+      // Without `wait`, one look is all; with it, go on until something
+      // can be returned, unless nothing could ever arrive (no request held
+      // or in flight, no caller's fd watched): then 0 rather than a hang.
+      if (!wait || appended > 0 || !CanComplete()) return appended;
+    }
+  }
+
+  uint32_t inflight() const override {
+    return inner_->inflight() + static_cast<uint32_t>(held_.size());
+  }
+  void OfferBuffers(std::vector<iovec> buffers) override {
+    inner_->OfferBuffers(std::move(buffers));
+  }
+  bool uses_fixed_buffers() const override {
+    return inner_->uses_fixed_buffers();
+  }
+
+ private:
+  // A request the inner engine has: its caller's tag and when it is due.
+  struct Pending {
+    uint64_t tag = 0;
+    uint64_t sequence = 0;
+    int64_t due_ns = 0;
+  };
+  // A completion the inner engine returned, held until due.
+  struct Held {
+    int64_t due_ns;
+    uint64_t sequence;  // queue order: breaks ties between equal due times
+    uint64_t tag;
+    int64_t result;
+    bool operator>(const Held& other) const {
+      return due_ns != other.due_ns ? due_ns > other.due_ns
+                                    : sequence > other.sequence;
+    }
+  };
+  using HeldHeap =
+      std::priority_queue<Held, std::vector<Held>, std::greater<Held>>;
+
+  static std::string Describe(std::string_view inner_mode,
+                              CompletionDelay delay) {
+    std::string text =
+        absl::StrCat(absl::string_view(inner_mode.data(), inner_mode.size()),
+                     inner_mode.empty() ? "" : "; ", "completions held ",
+                     delay.us, " us after submission");
+    if (delay.write_us != delay.us) {
+      absl::StrAppend(&text, " (writes ", delay.write_us, " us)");
+    }
+    return text;
+  }
+
+  bool DueBy(int64_t now_ns) const {
+    return !held_.empty() && held_.top().due_ns <= now_ns;
+  }
+
+  // Whether a blocking inner Run() can ever return: the timer is armed
+  // while something is held, the inner engine completes what it has, and
+  // callers' fds may fire.
+  bool CanComplete() const {
+    return !held_.empty() || inner_->inflight() > 0 || !wake_tags_.empty();
+  }
+
+  void Hold(const IoCompletion& completion) {
+    const auto index = static_cast<uint32_t>(completion.tag);
+    const Pending& pending = pending_[index];
+    held_.push(
+        Held{pending.due_ns, pending.sequence, pending.tag, completion.result});
+    free_.push_back(index);
+  }
+
+  int ReleaseDue(int64_t now_ns, std::vector<IoCompletion>& out) {
+    int released = 0;
+    while (DueBy(now_ns)) {
+      out.push_back(IoCompletion{held_.top().tag, held_.top().result, false});
+      held_.pop();
+      ++released;
+    }
+    return released;
+  }
+
+  // Arms the timer for the earliest held completion, unless it already is.
+  // A stale expiry (for a completion released meanwhile) costs one extra
+  // look at the heap, so an empty heap leaves the timer alone. 0 or -errno.
+  int ArmTimer() {
+    if (held_.empty() || held_.top().due_ns == armed_due_ns_) return 0;
+    const int64_t due = held_.top().due_ns;
+    itimerspec when = {};
+    when.it_value.tv_sec = static_cast<time_t>(due / kNanosPerSecond);
+    when.it_value.tv_nsec = static_cast<long>(due % kNanosPerSecond);
+    if (timerfd_settime(timer_.fd, TFD_TIMER_ABSTIME, &when, nullptr) != 0) {
+      return -errno;
+    }
+    armed_due_ns_ = due;
+    return 0;
+  }
+
+  // Declared before inner_, so closed after it: the inner engine watches
+  // the timer, and a watched fd must outlive the engine watching it.
+  ScopedFd timer_;
+  std::unique_ptr<IoEngine> inner_;
+  const int64_t delay_ns_;
+  const int64_t write_delay_ns_;
+  const std::string mode_;
+  std::vector<Pending> pending_;  // by the tag given to the inner engine
+  std::vector<uint32_t> free_;    // unused indices of pending_
+  uint64_t next_sequence_ = 0;
+  HeldHeap held_;
+  int64_t armed_due_ns_ = -1;
+  std::vector<uint64_t> wake_tags_;   // callers' tags, by forwarded tag
+  std::vector<IoCompletion> reaped_;  // the inner engine's, per Run()
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<IoEngine>> WrapWithDelay(
+    std::unique_ptr<IoEngine> inner, CompletionDelay delay, uint32_t depth) {
+  // Blocking on purpose: the uring engine waits on watched fds with a read,
+  // which on a non-blocking fd would fail with EAGAIN instead of waiting.
+  const int timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+  if (timer_fd < 0) return ErrnoError(errno, "timerfd_create for delay=");
+  auto engine =
+      std::make_unique<DelayEngine>(std::move(inner), delay, depth, timer_fd);
+  if (absl::Status watched = engine->WatchTimer(); !watched.ok()) {
+    return watched;
+  }
+  return engine;
+}
+
+}  // namespace pvdisk::io

@@ -1,0 +1,237 @@
+// The delay decorator (`--disk IMG,delay=US[,delay-write=US]`) over real
+// uring, sync and null engines: completions are held until their due time
+// (never returned early), in due order, with results and errors unchanged;
+// refusals and wake-ups pass through; and neither Run() nor destruction
+// hangs with nothing to wait for or with completions still held.
+//
+// The only timed checks are lower bounds (a completion never comes before
+// its delay), which load on the machine cannot break.
+#include "io/delay_engine.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine_test_util.h"
+#include "gtest/gtest.h"
+#include "io/engine_factory.h"
+#include "io/io_engine.h"
+#include "temp_dir.h"
+
+namespace pvdisk::io::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::microseconds;
+
+constexpr uint32_t kReadDelayUs = 30'000;
+constexpr uint32_t kWriteDelayUs = 10'000;
+
+std::string KindName(const ::testing::TestParamInfo<EngineKind>& info) {
+  return std::string(EngineKindName(info.param));
+}
+
+class DelayEngineTest : public EngineFixture,
+                        public ::testing::TestWithParam<EngineKind> {
+ protected:
+  // An engine of the test's kind with `delay`, and optionally an EIO range.
+  void MakeEngine(CompletionDelay delay,
+                  std::optional<FaultRange> fault = std::nullopt) {
+    EngineOptions options;
+    options.kind = GetParam();
+    options.depth = 16;
+    options.delay = delay;
+    options.fault = fault;
+    std::string skip_reason;
+    SetUpEngine(options, skip_reason);
+    if (!skip_reason.empty()) GTEST_SKIP() << skip_reason;
+  }
+
+  bool does_io() const { return GetParam() != EngineKind::kNull; }
+};
+
+TEST_P(DelayEngineTest, HoldsACompletionUntilItsDelayHasPassed) {
+  MakeEngine({kReadDelayUs, kWriteDelayUs});
+  if (engine_ == nullptr) return;
+  EXPECT_EQ(engine_->name(), EngineKindName(GetParam()));
+  EXPECT_NE(engine_->mode().find("completions held 30000 us after submission "
+                                 "(writes 10000 us)"),
+            std::string_view::npos)
+      << engine_->mode();
+
+  AlignedBuffer data(4096);
+  std::vector<iovec> iov = {{data.data(), data.size()}};
+  const Clock::time_point queued = Clock::now();
+  ASSERT_EQ(engine_->Queue(Rw(IoOp::kRead, 0, iov, 7)), 0);
+  // Finished by the inner engine at once or soon, but not returned: a
+  // non-blocking Run() right away has nothing, and the request still
+  // counts as in flight.
+  std::vector<IoCompletion> out;
+  EXPECT_EQ(engine_->Run(/*wait=*/false, out), 0);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(engine_->inflight(), 1u);
+
+  std::vector<IoCompletion> done = Collect(*engine_, 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_GE(Clock::now() - queued, microseconds(kReadDelayUs));
+  EXPECT_EQ(done[0].tag, 7u);
+  EXPECT_EQ(done[0].result, 4096);
+  EXPECT_EQ(engine_->inflight(), 0u);
+}
+
+TEST_P(DelayEngineTest, ReturnsInDueOrderAndQueueOrderAmongEquals) {
+  MakeEngine({kReadDelayUs, kWriteDelayUs});
+  if (engine_ == nullptr) return;
+  AlignedBuffer data(8 * 512);
+  std::memset(data.data(), 'w', data.size());
+  std::vector<std::vector<iovec>> iovs;
+  for (int i = 0; i < 8; ++i) {
+    iovs.push_back({{data.data() + i * 512, 512}});
+  }
+  // Reads 1..4 and writes 5..8, interleaved; all due after their delay.
+  const Clock::time_point queued = Clock::now();
+  for (uint64_t i = 0; i < 4; ++i) {
+    ASSERT_EQ(engine_->Queue(Rw(IoOp::kRead, i * 512, iovs[i], 1 + i)), 0);
+    ASSERT_EQ(
+        engine_->Queue(Rw(IoOp::kWrite, (4 + i) * 512, iovs[4 + i], 5 + i)), 0);
+  }
+  EXPECT_EQ(engine_->inflight(), 8u);
+  std::vector<IoCompletion> done = Collect(*engine_, 8);
+  ASSERT_EQ(done.size(), 8u);
+  EXPECT_GE(Clock::now() - queued, microseconds(kReadDelayUs));
+  // The writes (10 ms) were queued after the first read but are due first;
+  // within each kind the queue order holds.
+  const std::vector<uint64_t> expected = {5, 6, 7, 8, 1, 2, 3, 4};
+  for (size_t i = 0; i < done.size(); ++i) {
+    EXPECT_EQ(done[i].tag, expected[i]) << i;
+    EXPECT_EQ(done[i].result, 512) << i;
+  }
+  // The writes really reached the image.
+  if (does_io()) {
+    EXPECT_EQ(ReadFileRange(image_path_, 2048, 2048), std::string(2048, 'w'));
+  }
+}
+
+TEST_P(DelayEngineTest, ErrorsTakeTheDelayAndRefusalsDoNot) {
+  MakeEngine({kWriteDelayUs, kWriteDelayUs}, FaultRange{8, 8});
+  if (engine_ == nullptr) return;
+  AlignedBuffer data(4096);
+  std::vector<iovec> iov = {{data.data(), data.size()}};
+
+  // An I/O error is a completion like any other: held, then returned as is.
+  const Clock::time_point queued = Clock::now();
+  EXPECT_EQ(Do(*engine_, Rw(IoOp::kRead, 4096, iov, 3)), -EIO);
+  EXPECT_GE(Clock::now() - queued, microseconds(kWriteDelayUs));
+
+  // A refused request has no completion to hold: refused at once, and
+  // nothing counts as in flight.
+  EXPECT_EQ(engine_->Queue(Rw(IoOp::kRead, kImageBytes, iov, 4)), -EINVAL);
+  EXPECT_EQ(engine_->inflight(), 0u);
+  EXPECT_EQ(Do(*engine_, Range(IoOp::kFlush, 0, 0, 5)), 0);
+  EXPECT_EQ(Do(*engine_, Rw(IoOp::kWrite, 0, iov, 6)), 4096);
+}
+
+TEST_P(DelayEngineTest, WakeUpsPassThroughAndDestructionDropsHeldOnes) {
+  // A delay far longer than the test: what is held is never due.
+  MakeEngine({kMaxDelayUs, kMaxDelayUs});
+  if (engine_ == nullptr) return;
+  int fd = eventfd(0, EFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(engine_->WatchWakeFd(fd, 42).ok());
+
+  AlignedBuffer data(512);
+  std::vector<iovec> iov = {{data.data(), data.size()}};
+  for (uint64_t tag = 1; tag <= 4; ++tag) {
+    ASSERT_EQ(engine_->Queue(Rw(IoOp::kRead, tag * 512, iov, tag)), 0);
+  }
+  uint64_t one = 1;
+  ASSERT_EQ(write(fd, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
+  // The kick comes back under the caller's tag while the I/O stays held.
+  std::vector<IoCompletion> out;
+  ASSERT_EQ(engine_->Run(/*wait=*/true, out), 1);
+  EXPECT_TRUE(out[0].wake);
+  EXPECT_EQ(out[0].tag, 42u);
+  EXPECT_EQ(engine_->inflight(), 4u);
+
+  // Destroying it with four completions held must not wait ten seconds for
+  // them (a hang here fails on ctest's timeout; the bound below says why).
+  const Clock::time_point before = Clock::now();
+  engine_.reset();
+  EXPECT_LT(Clock::now() - before, std::chrono::seconds(5));
+  close(fd);
+}
+
+TEST_P(DelayEngineTest, RunWithNothingToWaitForReturns) {
+  MakeEngine({kWriteDelayUs, kWriteDelayUs});
+  if (engine_ == nullptr) return;
+  // No request, no watched fd: a blocking Run() has nothing that could
+  // ever end it, so it returns 0 rather than hang (as the null engine
+  // does), even though the delay engine watches its own timer.
+  std::vector<IoCompletion> out;
+  EXPECT_EQ(engine_->Run(/*wait=*/true, out), 0);
+  EXPECT_TRUE(out.empty());
+  // And after a completion has been returned, again.
+  AlignedBuffer data(512);
+  std::vector<iovec> iov = {{data.data(), data.size()}};
+  EXPECT_EQ(Do(*engine_, Rw(IoOp::kRead, 0, iov, 9)), 512);
+  EXPECT_EQ(engine_->Run(/*wait=*/true, out), 0);
+}
+
+TEST_P(DelayEngineTest, ManyRequestsAtFullDepth) {
+  MakeEngine({kWriteDelayUs, kWriteDelayUs});
+  if (engine_ == nullptr) return;
+  // Three rounds of 16 (the depth), so that every pending slot is reused.
+  AlignedBuffer data(16 * 512);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::vector<iovec>> iovs;
+    for (uint64_t i = 0; i < 16; ++i) {
+      iovs.push_back({{data.data() + i * 512, 512}});
+      ASSERT_EQ(engine_->Queue(
+                    Rw(IoOp::kRead, i * 512, iovs.back(), 100 * round + i)),
+                0);
+    }
+    EXPECT_EQ(engine_->inflight(), 16u);
+    std::vector<IoCompletion> done = Collect(*engine_, 16);
+    ASSERT_EQ(done.size(), 16u);
+    for (uint64_t i = 0; i < 16; ++i) {
+      EXPECT_EQ(done[i].tag, 100 * round + i);
+      EXPECT_EQ(done[i].result, 512);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllEngines, DelayEngineTest,
+                         ::testing::Values(EngineKind::kUring,
+                                           EngineKind::kSync,
+                                           EngineKind::kNull),
+                         KindName);
+
+TEST(DelayOptionsTest, OutOfRangeDelayIsRefused) {
+  TempDir dir;
+  const std::string path = dir.File("disk.img");
+  ASSERT_TRUE(CreateImage(path, kImageBytes, false).ok());
+  auto image = ImageFile::Open(path, /*read_only=*/false,
+                               /*want_direct=*/false);
+  ASSERT_TRUE(image.ok()) << image.status();
+  EngineOptions options;
+  options.kind = EngineKind::kNull;
+  options.delay = CompletionDelay{10, kMaxDelayUs + 1};
+  auto engine = CreateEngine(options, **image);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(engine.status())) << engine.status();
+  EXPECT_NE(engine.status().message().find("0 to 10000000"),
+            std::string_view::npos)
+      << engine.status();
+  // A zero delay is no delay: no decorator, the inner engine's own mode.
+  options.delay = CompletionDelay{0, 0};
+  engine = CreateEngine(options, **image);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+  EXPECT_EQ((*engine)->mode(), "no I/O");
+}
+
+}  // namespace
+}  // namespace pvdisk::io::testing
