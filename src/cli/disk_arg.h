@@ -1,5 +1,7 @@
 // Parsing of one --disk argument:
-// PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]][,engine_fail=N].
+// PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]][,engine_fail=N], or
+// rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,timeout=SECONDS] with the same
+// options but lock= (an RBD image has its own exclusive lock).
 #pragma once
 
 #include "absl/status/statusor.h"

@@ -10,10 +10,10 @@
 #include "io/uring_engine.h"
 
 namespace pvdisk::io {
-namespace {
 
-absl::Status CheckOptions(const EngineOptions& options,
-                          const ImageFile& image) {
+absl::Status CheckEngineOptions(const EngineOptions& options,
+                                uint64_t size_sectors,
+                                std::string_view image_name) {
   if (options.depth == 0 || options.depth > kMaxEngineDepth) {
     return absl::InvalidArgumentError(
         absl::StrCat("engine depth ", options.depth,
@@ -25,18 +25,26 @@ absl::Status CheckOptions(const EngineOptions& options,
       return absl::InvalidArgumentError(
           "the EIO range must cover at least one sector");
     }
-    if (fault.first_sector >= image.size_sectors() ||
-        fault.sector_count > image.size_sectors() - fault.first_sector) {
+    if (fault.first_sector >= size_sectors ||
+        fault.sector_count > size_sectors - fault.first_sector) {
       return absl::InvalidArgumentError(
           absl::StrCat("the EIO range ", fault.first_sector, "+",
                        fault.sector_count, " does not fit in image ",
-                       image.path(), " of ", image.size_sectors(), " sectors"));
+                       absl::string_view(image_name.data(), image_name.size()),
+                       " of ", size_sectors, " sectors"));
     }
   }
   return absl::OkStatus();
 }
 
-}  // namespace
+std::unique_ptr<IoEngine> WrapEngine(std::unique_ptr<IoEngine> engine,
+                                     const EngineOptions& options) {
+  if (options.fault) engine = WrapWithFaults(std::move(engine), *options.fault);
+  if (options.fail_trigger) {
+    engine = WrapWithEngineFailure(std::move(engine), options.fail_trigger);
+  }
+  return engine;
+}
 
 absl::StatusOr<EngineKind> ParseEngineKind(std::string_view text) {
   if (text == "uring") return EngineKind::kUring;
@@ -55,13 +63,16 @@ std::string_view EngineKindName(EngineKind kind) {
       return "sync";
     case EngineKind::kNull:
       return "null";
+    case EngineKind::kRbd:
+      return "rbd";
   }
   return "unknown";
 }
 
 absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
     const EngineOptions& options, const ImageFile& image) {
-  PVDISK_RETURN_IF_ERROR(CheckOptions(options, image));
+  PVDISK_RETURN_IF_ERROR(
+      CheckEngineOptions(options, image.size_sectors(), image.path()));
   std::unique_ptr<IoEngine> engine;
   switch (options.kind) {
     case EngineKind::kUring: {
@@ -74,15 +85,15 @@ absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
     case EngineKind::kNull:
       engine = CreateNullEngine(image, options);
       break;
+    case EngineKind::kRbd:
+      return absl::InvalidArgumentError(
+          absl::StrCat("the rbd engine serves rbd: disks, not the image file ",
+                       image.path()));
   }
   if (engine == nullptr) {
     return absl::InvalidArgumentError("unknown engine kind");
   }
-  if (options.fault) engine = WrapWithFaults(std::move(engine), *options.fault);
-  if (options.fail_trigger) {
-    engine = WrapWithEngineFailure(std::move(engine), options.fail_trigger);
-  }
-  return engine;
+  return WrapEngine(std::move(engine), options);
 }
 
 }  // namespace pvdisk::io
