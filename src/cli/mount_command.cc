@@ -63,7 +63,7 @@ const std::vector<FlagSpec>& MountFlags() {
        "rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,timeout=SECONDS]: an RBD "
        "image served through librbd (conf = the cluster's ceph.conf, id = "
        "the client name, timeout = how long the cluster may stay silent, "
-       "at mount and per I/O, default 20 s)"},
+       "at mount, per I/O and at unmount, default 15 s)"},
       {"frontend", true, false, "blkif|virtio", "blkif",
        "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue"},
       {"ring-size", true, false, "N", absl::StrCat(transport::kDefaultRingSize),

@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/thread.h"
 
 namespace pvdisk::io {
@@ -155,10 +158,42 @@ absl::StatusOr<std::unique_ptr<RbdImage>> RbdImage::Open(const RbdSpec& spec,
 }
 
 RbdImage::~RbdImage() {
-  if (image_ != nullptr) rbd_close(image_);
+  if (image_ != nullptr && !CloseWithin(spec_.timeout_seconds)) {
+    // The cluster is gone: librbd still waits for it (releasing the
+    // exclusive lock, unwatching), and tearing the connection down under an
+    // open image is not safe. Leave both to the process's exit rather than
+    // hold the unmount for several timeouts.
+    LogInfo(
+        "%s: the cluster did not answer the image's close within %u s; "
+        "leaving the connection open",
+        spec_.Name(), spec_.timeout_seconds);
+    return;
+  }
   if (ioctx_ != nullptr) rados_ioctx_destroy(ioctx_);
   if (cluster_ != nullptr) rados_shutdown(cluster_);
   if (event_fd_ >= 0) close(event_fd_);
+}
+
+bool RbdImage::CloseWithin(uint32_t seconds) {
+  rbd_completion_t completion;
+  if (rbd_aio_create_completion(nullptr, nullptr, &completion) < 0) {
+    rbd_close(image_);
+    return true;
+  }
+  if (rbd_aio_close(image_, completion) < 0) {
+    rbd_aio_release(completion);
+    rbd_close(image_);
+    return true;
+  }
+  // Control path, once: polling the completion is simpler than a callback.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (!rbd_aio_is_complete(completion)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  rbd_aio_release(completion);
+  return true;
 }
 
 absl::Status RbdImage::Flush() {

@@ -32,6 +32,8 @@ class RbdImage {
   static absl::StatusOr<std::unique_ptr<RbdImage>> Open(const RbdSpec& spec,
                                                         bool read_only);
   // Closes the image and the connection. REQUIRES: no engine is left.
+  // Bounded by the timeout: if the cluster does not answer the close in
+  // time, the connection is left to the process's exit.
   ~RbdImage();
   RbdImage(const RbdImage&) = delete;
   RbdImage& operator=(const RbdImage&) = delete;
@@ -69,6 +71,9 @@ class RbdImage {
 
  private:
   RbdImage() = default;
+  // Closes the image (rbd_aio_close); false if that did not finish within
+  // `seconds` (the image then stays open).
+  bool CloseWithin(uint32_t seconds);
 
   RbdSpec spec_;
   rados_t cluster_ = nullptr;
