@@ -146,6 +146,35 @@ INSTANTIATE_TEST_SUITE_P(Frontends, RbdFrontendTest,
                          ::testing::ValuesIn(AllFrontends()),
                          [](const auto& info) { return info.param; });
 
+// Two backend threads, each with its own engine, on one image: a completion
+// one engine collects for the other reaches it through its mailbox.
+TEST(RbdBackendThreadsTest, TwoEnginesShareOneImage) {
+  PVDISK_REQUIRE_FIO();
+  PVDISK_REQUIRE_CLUSTER();
+  TestImage image(SharedClusterConf(), "threads", 32 * kMiB);
+  TempDir dir;
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", image.DiskArg(), "--queues", "2", "--backend-threads",
+               "2", "--queue-map", "round-robin"});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  CommandResult fio =
+      RunCommand(FioCommand(mount.Path(image.name()),
+                            {"--rw=randwrite", "--bs=4k", "--iodepth=32",
+                             "--size=16M", "--verify=crc32c", "--do_verify=1"}),
+                 std::chrono::seconds(180));
+  ExpectFioClean(fio);
+  DiskStats stats = StatsOf(mount.mountpoint(), image.name());
+  EXPECT_EQ(stats.config["backend_threads"], "2");
+  ASSERT_EQ(stats.queues.size(), 2u);
+  for (size_t q = 0; q < 2; ++q) {
+    EXPECT_GT(stats.queues[q]["reqs_write"], 0u) << "queue " << q;
+    EXPECT_GT(stats.queues[q]["reqs_read"], 0u) << "queue " << q;
+  }
+  EXPECT_EQ(stats["inflight"], 0u);
+  EXPECT_EQ(stats["errors"], 0u);
+  EXPECT_EQ(mount.Unmount().exit_code, 0);
+}
+
 // A bad rbd: disk is refused with one line, exit 2, and nothing mounted,
 // also when the cluster cannot be reached (within the disk's timeout).
 TEST(RbdBadSpecTest, EachIsRefusedWithOneLineAndNothingMounted) {
