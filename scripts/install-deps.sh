@@ -17,6 +17,9 @@ packages=(
   gnuplot-nox      # the PNG plots of bench/experiments
   clang libclang-rt-14-dev  # tests/fuzz: clang++ with libFuzzer, ASan, UBSan
   llvm             # llvm-symbolizer: sanitizer reports with file:line
+  librbd-dev librados-dev  # the rbd engine (--disk rbd:POOL/IMAGE)
+  ceph-mon ceph-osd ceph-common  # scripts/ceph-cluster.sh: the RBD tests' cluster
+  qemu-block-extra  # qemu-storage-daemon's rbd driver: bench/compare --rbd
 )
 
 missing=()

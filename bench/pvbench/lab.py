@@ -92,23 +92,23 @@ class PvdiskMount(Target):
     wrong) and leaves nothing mounted."""
     kind = "pvdisk"
 
-    def __init__(self, pvdisk, image, mnt, flags, disk=None):
+    def __init__(self, pvdisk, image, mnt, flags, disk=None, file_name=None):
         """`disk`, if given, is the whole --disk argument instead of
-        IMAGE,lock=off (e.g. IMAGE,lock=off,delay=2000, or a disk that is
-        not the lab's image); fio then runs on the file the mount shows."""
+        IMAGE,lock=off (e.g. IMAGE,lock=off,delay=2000, or rbd:POOL/IMAGE,
+        conf=...); fio then runs on the file the mount shows (`file_name`,
+        or the name the stats give)."""
         self.pvdisk, self.mnt, self.flags = pvdisk, mnt, list(flags)
         os.makedirs(mnt, exist_ok=True)
-        p = subprocess.run([pvdisk, "mount", mnt,
-                            "--disk", disk or image + ",lock=off"]
-                           + self.flags,
+        disk = disk or image + ",lock=off"
+        p = subprocess.run([pvdisk, "mount", mnt, "--disk", disk] + self.flags,
                            text=True, capture_output=True)
         if p.returncode != 0:
             raise BenchError("pvdisk mount %s refused: %s"
                              % (shlex.join(self.flags) or "(no flags)",
                                 last_line(p.stderr)),
                              2 if p.returncode == 2 else 1)
-        self.file = os.path.join(mnt, os.path.basename(image))
-        if disk is not None:
+        self.file = os.path.join(mnt, file_name or os.path.basename(image))
+        if disk is not None and file_name is None:
             self.file = os.path.join(mnt, self.stats()["name"])
         self.pid = self._daemon_pid(p.stdout)
 
@@ -201,14 +201,17 @@ class QsdExport(Target):
     side."""
     kind = "qsd"
 
-    def __init__(self, image, file):
+    def __init__(self, image, file, blockdev=None):
+        """`blockdev` exports something else than the image file: the
+        --blockdev options but node-name (e.g. driver=rbd,pool=...)."""
         self.file = os.path.abspath(file)
         pidfile = self.file + ".pid"
         open(self.file, "w").close()
+        blockdev = blockdev or (
+            "driver=file,filename=%s,aio=io_uring,cache.direct=on,locking=off"
+            % os.path.abspath(image))
         cmd = ["qemu-storage-daemon", "--blockdev",
-               "driver=file,node-name=f,filename=%s,aio=io_uring,cache.direct=on,"
-               "locking=off"
-               % os.path.abspath(image),
+               "node-name=f," + blockdev,
                "--export", "type=fuse,id=e,node-name=f,mountpoint=%s,writable=on"
                % self.file, "--daemonize", "--pidfile", pidfile]
         self.command = cmd
@@ -289,6 +292,30 @@ class Lab:
                                                     os.path.basename(self.image)))
         return self._keep(QsdExport(self.image, file))
 
+    # RBD: the same targets on an image of a Ceph cluster instead of the
+    # lab's image file.
+    def ceph_cluster(self, script):
+        """A one-node cluster in the lab's folder (stopped on close)."""
+        return self._keep(CephCluster(script, os.path.join(self.dir, "ceph")))
+
+    def rbd_mount(self, conf, image, flags):
+        """A pvdisk mount of RBD image rbd/IMAGE."""
+        mnt = os.path.join(self.dir, "mnt%d" % len(self.targets))
+        disk = "rbd:rbd/%s,conf=%s" % (image, conf)
+        return self._keep(PvdiskMount(self.pvdisk, None, mnt, flags,
+                                      disk=disk, file_name=image))
+
+    def rbd_qsd(self, conf, image):
+        """qemu-storage-daemon's FUSE export of rbd/IMAGE (driver=rbd, from
+        qemu-block-extra; cache.direct=on turns librbd's cache off)."""
+        file = os.path.join(self.dir, "qsd%d-%s" % (len(self.targets), image))
+        return self._keep(QsdExport(None, file, blockdev=(
+            "driver=rbd,pool=rbd,image=%s,conf=%s,cache.direct=on"
+            % (image, conf))))
+
+    def rbd_bench(self, conf, image):
+        return self._keep(RbdBench(conf, image))
+
     def _keep(self, target):
         self.targets.append(target)
         return target
@@ -323,6 +350,96 @@ class Lab:
             signal.signal(signal.SIGINT, previous)
 
 
+class CephCluster:
+    """A one-node Ceph cluster of scripts/ceph-cluster.sh in DIR, with a
+    pool "rbd"; close() stops it and removes DIR."""
+    kind = "cluster"
+
+    def __init__(self, script, directory):
+        self.script, self.dir = script, directory
+        p = subprocess.run([script, "start", directory], text=True,
+                           capture_output=True, timeout=300)
+        if p.returncode != 0:
+            raise BenchError("the Ceph cluster did not start: %s"
+                             % last_line(p.stderr))
+        self.conf = last_line(p.stdout)
+
+    def close(self):
+        subprocess.run([self.script, "stop", self.dir], capture_output=True,
+                       timeout=120)
+
+
+def create_rbd_image(conf, name, size):
+    """`rbd create rbd/NAME --size SIZE` (bytes) on the cluster of `conf`."""
+    p = subprocess.run(["rbd", "-c", conf, "create", "rbd/" + name, "--size",
+                        "%dB" % size], text=True, capture_output=True,
+                       timeout=120)
+    if p.returncode != 0:
+        raise BenchError("rbd create failed: %s" % last_line(p.stderr))
+
+
+class RbdBench(Target):
+    """`rbd bench` on an RBD image: librbd alone, the ceiling of anything
+    serving the image. It has no run time, only a byte count, so it runs
+    with a large one and is stopped after `runtime` seconds; its rate is the
+    operations it reported done by its last per-second line. It reports no
+    latency: mean_us is Little's law (ops in flight / rate), p99_us none.
+    The client cache is off, as for pvdisk and qemu's cache.direct=on."""
+    kind = "rbd-bench"
+    file = None
+
+    def __init__(self, conf, image):
+        self.conf, self.image = conf, image
+
+    def command(self, job):
+        """The rbd bench command of a fio job ('rw=randread bs=4k iodepth=32
+        numjobs=2': every fio job of the standard matrix maps to one)."""
+        opts = dict(w.split("=", 1) for w in shlex.split(job))
+        rw = opts.get("rw", "read")
+        threads = int(opts.get("iodepth", 1)) * int(opts.get("numjobs", 1))
+        return ["rbd", "-c", self.conf, "--rbd-cache=false", "bench",
+                "--io-type", "read" if rw in ("read", "randread") else "write",
+                "--io-pattern", "rand" if rw.startswith("rand") else "seq",
+                "--io-size", opts.get("bs", "4k").upper(),
+                "--io-threads", str(threads), "--io-total", "1T",
+                "rbd/" + self.image], threads
+
+    def run_job(self, name, job, runtime):
+        cmd, threads = self.command(job)
+        busy0, total0 = fio.cpu_ticks()
+        p = subprocess.Popen(cmd, text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            out, err = p.communicate(timeout=runtime + 1)
+        except subprocess.TimeoutExpired:
+            p.terminate()
+            out, err = p.communicate(timeout=30)
+        busy1, total1 = fio.cpu_ticks()
+        # "  SEC  OPS  OPS/SEC  BYTES/SEC" lines: seconds, ops done so far.
+        lines = [l.split() for l in out.splitlines()]
+        done = [(int(l[0]), int(l[1])) for l in lines
+                if len(l) >= 3 and l[0].isdigit() and l[1].isdigit()]
+        if not done:
+            raise BenchError("rbd bench reported no progress: %s"
+                             % last_line(err or out))
+        seconds, ops = done[-1]
+        io_size = cli_size(cmd[cmd.index("--io-size") + 1])
+        iops = ops / seconds
+        busy, total = busy1 - busy0, total1 - total0
+        tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
+        return {"iops": iops, "mib_s": iops * io_size / 2**20,
+                "mean_us": threads / iops * 1e6 if iops else None,
+                "p99_us": None,
+                "cpu_busy_pct": 100.0 * busy / total if total else 0.0,
+                "cpu_us_per_io": busy * tick_us / ops if ops else 0.0}
+
+
+def cli_size(text):
+    """'4K' / '1M' / '128K' -> bytes."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
 def side_by_side(cases, job, rounds, runtime, name="job", jobfile=None,
                  progress=None):
     """Runs one fio job on every case, one after another, `rounds` times
@@ -337,8 +454,11 @@ def side_by_side(cases, job, rounds, runtime, name="job", jobfile=None,
     for r in range(rounds):
         for label, target, extra in cases:
             target.reset()
-            result = fio.run(fio.command(name, target.file, job, runtime,
-                                         jobfile, extra))
+            if hasattr(target, "run_job"):  # not fio: e.g. rbd bench
+                result = target.run_job(name, job, runtime)
+            else:
+                result = fio.run(fio.command(name, target.file, job, runtime,
+                                             jobfile, extra))
             counters = target.counters()
             if counters is not None:
                 result["counters"] = counters

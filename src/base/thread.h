@@ -13,13 +13,30 @@
 
 namespace pvdisk {
 
+// Blocks every signal in the calling thread for its lifetime, so that the
+// threads created meanwhile, also by libraries (librados), start with all
+// signals blocked.
+class AllSignalsBlocked {
+ public:
+  AllSignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &previous_);
+  }
+  ~AllSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+  AllSignalsBlocked(const AllSignalsBlocked&) = delete;
+  AllSignalsBlocked& operator=(const AllSignalsBlocked&) = delete;
+
+ private:
+  sigset_t previous_;
+};
+
 template <typename Function>
 std::thread StartThreadWithoutSignals(const char* name, Function&& function) {
-  sigset_t all, previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &previous);
-  std::thread thread(std::forward<Function>(function));
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  std::thread thread = [&] {
+    AllSignalsBlocked blocked;
+    return std::thread(std::forward<Function>(function));
+  }();
   pthread_setname_np(thread.native_handle(), name);
   return thread;
 }

@@ -25,6 +25,55 @@ absl::StatusOr<uint32_t> ParseDelayUs(absl::string_view disk_text,
         io::kMaxDelayUs, " (a device latency model), e.g. ", key, "=2000"));
   }
   return us;
+constexpr absl::string_view kRbdPrefix = "rbd:";
+constexpr absl::string_view kRbdUsage =
+    "rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,timeout=SECONDS]";
+
+// "rbd:POOL/IMAGE" -> the spec's pool and image.
+absl::StatusOr<io::RbdSpec> ParseRbdName(absl::string_view text,
+                                         absl::string_view name) {
+  std::vector<std::string> names =
+      absl::StrSplit(name.substr(kRbdPrefix.size()), '/');
+  if (names.size() != 2 || names[0].empty() || names[1].empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--disk ", text,
+                     ": an RBD disk is named by its pool and "
+                     "image: --disk ",
+                     kRbdUsage));
+  }
+  if (names[1].find('@') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--disk ", text,
+        ": snapshots (IMAGE@SNAP) cannot be served; give an image"));
+  }
+  io::RbdSpec rbd;
+  rbd.pool = names[0];
+  rbd.image = names[1];
+  return rbd;
+}
+
+// An rbd: disk's own options: true if `option` was one (and is now in
+// `rbd`), an error if it was one with a bad value.
+absl::StatusOr<bool> ParseRbdOption(absl::string_view text,
+                                    const std::string& option,
+                                    io::RbdSpec* rbd) {
+  if (option.rfind("conf=", 0) == 0 && option.size() > 5) {
+    rbd->conf = option.substr(5);
+  } else if (option.rfind("id=", 0) == 0 && option.size() > 3) {
+    rbd->id = option.substr(3);
+  } else if (option.rfind("timeout=", 0) == 0) {
+    uint32_t seconds = 0;
+    if (!absl::SimpleAtoi(option.substr(8), &seconds) || seconds == 0 ||
+        seconds > io::kMaxRbdTimeoutSeconds) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--disk ", text, ": timeout takes whole seconds from 1 to ",
+          io::kMaxRbdTimeoutSeconds, ", e.g. timeout=30"));
+    }
+    rbd->timeout_seconds = seconds;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -36,6 +85,12 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
   spec.path = parts[0];
   std::optional<uint32_t> delay_us;
   std::optional<uint32_t> delay_write_us;
+  if (absl::string_view(spec.path).substr(0, kRbdPrefix.size()) == kRbdPrefix) {
+    absl::StatusOr<io::RbdSpec> rbd = ParseRbdName(text, spec.path);
+    if (!rbd.ok()) return rbd.status();
+    spec.rbd = *rbd;
+    spec.lock = false;  // an RBD image has its own exclusive lock
+  }
   if (spec.path.empty()) {
     return absl::InvalidArgumentError(
         "--disk needs an image path: --disk PATH[,ro][,lock=off][,size=SIZE]"
@@ -43,6 +98,17 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
   }
   for (size_t i = 1; i < parts.size(); ++i) {
     const std::string& option = parts[i];
+    if (spec.rbd) {
+      absl::StatusOr<bool> taken = ParseRbdOption(text, option, &*spec.rbd);
+      if (!taken.ok()) return taken.status();
+      if (*taken) continue;
+      if (option.rfind("lock=", 0) == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--disk ", text,
+            ": lock= applies to image files; an RBD image has its own "
+            "exclusive lock"));
+      }
+    }
     if (option == "ro") {
       spec.read_only = true;
     } else if (option == "lock=off" || option == "lock=on") {
@@ -94,7 +160,10 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
           absl::StrCat("--disk ", text, ": unknown option '", option,
                        "'; allowed: ro, lock=on|off, size=SIZE, "
                        "eio=SECTOR[+COUNT], delay=US, delay-write=US, "
-                       "engine_fail=N (test only)"));
+                       "engine_fail=N (test only)",
+                       spec.rbd ? ", and for rbd: disks conf=PATH, id=CLIENT, "
+                                  "timeout=SECONDS"
+                                : ""));
     }
   }
   // delay= applies to every request, delay-write= overrides it for writes.

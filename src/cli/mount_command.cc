@@ -67,7 +67,11 @@ const std::vector<FlagSpec>& MountFlags() {
        "engine fails as a whole at the N-th submission, once; "
        "delay=US[,delay-write=US] = hold each completion US microseconds "
        "after submission (writes: delay-write), on any engine: a device "
-       "latency model"},
+       "latency model. Or "
+       "rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,timeout=SECONDS]: an RBD "
+       "image served through librbd (conf = the cluster's ceph.conf, id = "
+       "the client name, timeout = how long the cluster may stay silent, "
+       "at mount, per I/O and at unmount, default 15 s)"},
       {"frontend", true, false, "blkif|virtio|virtio-packed", "blkif",
        "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue "
        "(virtio) or a packed one (virtio-packed)"},
@@ -151,6 +155,38 @@ const std::vector<FlagSpec>& MountFlags() {
   return specs;
 }
 
+// The checks of an rbd: disk that need no cluster: its conf= exists (and
+// becomes absolute: the daemon changes to /), it is not given twice, its
+// name is allowed. Returns the file name in the mount: the image's.
+absl::StatusOr<std::string> CheckRbdDisk(const std::string& text,
+                                         fuse::DiskSpec* spec,
+                                         std::set<std::string>* seen) {
+  io::RbdSpec& rbd = *spec->rbd;
+  if (!rbd.conf.empty()) {
+    char resolved[PATH_MAX];
+    if (realpath(rbd.conf.c_str(), resolved) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--disk ", text, ": Ceph configuration ", rbd.conf,
+          errno == ENOENT
+              ? " does not exist"
+              : absl::StrCat(" cannot be resolved: ", strerror(errno))));
+    }
+    rbd.conf = resolved;
+  }
+  if (!seen->insert(absl::StrCat(rbd.Name(), "\n", rbd.conf)).second) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--disk ", rbd.Name(),
+                     " is given twice; each image may be served "
+                     "once"));
+  }
+  if (rbd.image == "stats" || rbd.image == "stats.json") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "image ", rbd.Name(), " would be named '", rbd.image,
+        "' in the mount, which is the stats file's name; rename the image"));
+  }
+  return rbd.image;
+}
+
 // Checks the command line and the things it names; fills `config`.
 absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   if (parsed.positional.size() != 1) {
@@ -199,6 +235,20 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   for (const std::string& text : parsed.values.at("disk")) {
     absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg(text);
     if (!spec.ok()) return spec.status();
+    if (spec->rbd) {
+      // The cluster itself is reached only by the daemon (librados does not
+      // survive fork): Disk::Open reports what is wrong there.
+      PVDISK_ASSIGN_OR_RETURN(std::string name,
+                              CheckRbdDisk(text, &*spec, &seen_paths));
+      if (!seen_names.insert(name).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("two images would both be named '", name,
+                         "' in the mount; serve one of them per mount"));
+      }
+      config->disks.push_back(*spec);
+      config->names.push_back(name);
+      continue;
+    }
     char resolved[PATH_MAX];
     if (realpath(spec->path.c_str(), resolved) == nullptr) {
       return absl::InvalidArgumentError(
@@ -328,6 +378,15 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
       io::ParseEngineKind(parsed.Get("engine", "uring"));
   if (!engine.ok()) return engine.status();
   config->options.engine = *engine;
+  for (const fuse::DiskSpec& disk : config->disks) {
+    if (disk.rbd && *engine != io::EngineKind::kUring) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--engine ", std::string(io::EngineKindName(*engine)),
+          " applies to image files; ", disk.rbd->Name(),
+          " is always served by the rbd engine (leave --engine out, or "
+          "serve it in a mount of its own)"));
+    }
+  }
   PVDISK_ASSIGN_OR_RETURN(uint64_t fuse_threads,
                           number("fuse-threads", fuse::kDefaultFuseThreads, 1,
                                  fuse::kMaxFuseThreads));
@@ -468,6 +527,11 @@ int Serve(const MountConfig& config, int ready_fd) {
 std::string Describe(const MountConfig& config) {
   std::string files;
   for (size_t i = 0; i < config.names.size(); ++i) {
+    if (config.disks[i].rbd) {
+      absl::StrAppend(&files, config.names[i], " (",
+                      config.disks[i].rbd->Name(), "), ");
+      continue;
+    }
     struct stat st;
     uint64_t size =
         stat(config.disks[i].path.c_str(), &st) == 0 ? st.st_size : 0;

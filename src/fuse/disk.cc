@@ -11,18 +11,19 @@
 #include "base/size.h"
 #include "base/status_macros.h"
 #include "io/image_lock.h"
+#include "io/rbd_engine.h"
 
 namespace pvdisk::fuse {
 namespace {
 
 // A stable serial number for the image (what virtio's GET_ID returns):
-// "pvdisk-" and 12 hex digits of a hash of its path, inode and size, so the
-// same image file gives the same serial across mounts.
-std::string SerialOf(const io::ImageFile& image) {
-  struct stat st;
-  uint64_t inode = fstat(image.fd(), &st) == 0 ? st.st_ino : 0;
+// "pvdisk-" and 12 hex digits of a hash of where it is (path or
+// rbd:POOL/IMAGE), its identity (inode, or librbd's image id) and size, so the
+// same image gives the same serial across mounts.
+std::string SerialOf(const std::string& where, const std::string& identity,
+                     uint64_t size_bytes) {
   size_t hash = std::hash<std::string>()(
-      absl::StrCat(image.path(), "\n", inode, "\n", image.size_bytes()));
+      absl::StrCat(where, "\n", identity, "\n", size_bytes));
   return absl::StrFormat("pvdisk-%012x", hash & 0xffffffffffffULL);
 }
 
@@ -34,33 +35,6 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
   std::unique_ptr<Disk> disk(new Disk());
   disk->name_ = name;
   disk->options_ = options;
-  // The null engine never touches the image, so O_DIRECT does not matter.
-  bool want_direct = options.engine != io::EngineKind::kNull;
-  PVDISK_ASSIGN_OR_RETURN(
-      disk->image_,
-      io::ImageFile::Open(spec.path, spec.read_only, want_direct));
-  // Locked before anything else is built, so that a refused mount creates
-  // nothing; held as long as the image stays open.
-  if (spec.lock) {
-    PVDISK_RETURN_IF_ERROR(
-        io::LockImage(disk->image_->fd(), spec.path, spec.read_only));
-    disk->locked_ = true;
-  }
-  if (spec.expected_size && *spec.expected_size != disk->image_->size_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--disk ", spec.path, ",size=", FormatSize(*spec.expected_size),
-        " does not match the image, which has ", disk->image_->size_bytes(),
-        " bytes"));
-  }
-
-  transport::TransportOptions transport_options = options.transport;
-  transport_options.queue.name = absl::StrCat("pvdisk-", name);
-  transport_options.queue.disk_sectors = disk->image_->size_sectors();
-  transport_options.queue.read_only = spec.read_only;
-  transport_options.queue.serial = SerialOf(*disk->image_);
-  // Backends call this again to replace a failed engine: it owns what it
-  // captures (the image outlives the transport).
-  const io::ImageFile* image = disk->image_.get();
   io::EngineOptions base_engine_options;
   base_engine_options.kind = options.engine;
   base_engine_options.fault = spec.fault;
@@ -70,13 +44,60 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
     base_engine_options.fail_trigger =
         std::make_shared<io::EngineFailTrigger>(*spec.engine_fail);
   }
-  auto make_engine = [image, base_engine_options](uint32_t depth,
-                                                  io::RingLender* lender) {
-    io::EngineOptions engine_options = base_engine_options;
-    engine_options.depth = depth;
-    engine_options.ring_lender = lender;
-    return io::CreateEngine(engine_options, *image);
-  };
+  // Backends call make_engine again to replace a failed engine: it owns what
+  // it captures (the image outlives the transport).
+  transport::EngineFactory make_engine;
+  std::string serial;
+  if (spec.rbd) {
+    PVDISK_ASSIGN_OR_RETURN(disk->rbd_,
+                            io::RbdImage::Open(*spec.rbd, spec.read_only));
+    disk->options_.engine = io::EngineKind::kRbd;
+    serial =
+        SerialOf(spec.rbd->Name(), disk->rbd_->id(), disk->rbd_->size_bytes());
+    io::RbdImage* rbd = disk->rbd_.get();
+    make_engine = [rbd, base_engine_options](uint32_t depth,
+                                             io::RingLender* /*lender*/) {
+      io::EngineOptions engine_options = base_engine_options;
+      engine_options.depth = depth;
+      return io::CreateRbdEngine(engine_options, *rbd);
+    };
+  } else {
+    // The null engine never touches the image, so O_DIRECT does not matter.
+    bool want_direct = options.engine != io::EngineKind::kNull;
+    PVDISK_ASSIGN_OR_RETURN(
+        disk->image_,
+        io::ImageFile::Open(spec.path, spec.read_only, want_direct));
+    // Locked before anything else is built, so that a refused mount creates
+    // nothing; held as long as the image stays open.
+    if (spec.lock) {
+      PVDISK_RETURN_IF_ERROR(
+          io::LockImage(disk->image_->fd(), spec.path, spec.read_only));
+      disk->locked_ = true;
+    }
+    struct stat st;
+    uint64_t inode = fstat(disk->image_->fd(), &st) == 0 ? st.st_ino : 0;
+    serial = SerialOf(disk->image_->path(), absl::StrCat(inode),
+                      disk->image_->size_bytes());
+    const io::ImageFile* image = disk->image_.get();
+    make_engine = [image, base_engine_options](uint32_t depth,
+                                               io::RingLender* lender) {
+      io::EngineOptions engine_options = base_engine_options;
+      engine_options.depth = depth;
+      engine_options.ring_lender = lender;
+      return io::CreateEngine(engine_options, *image);
+    };
+  }
+  if (spec.expected_size && *spec.expected_size != disk->size_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--disk ", spec.path, ",size=", FormatSize(*spec.expected_size),
+        " does not match the image, which has ", disk->size_bytes(), " bytes"));
+  }
+
+  transport::TransportOptions transport_options = options.transport;
+  transport_options.queue.name = absl::StrCat("pvdisk-", name);
+  transport_options.queue.disk_sectors = disk->size_bytes() / 512;
+  transport_options.queue.read_only = spec.read_only;
+  transport_options.queue.serial = serial;
   PVDISK_ASSIGN_OR_RETURN(
       disk->transport_,
       transport::Transport::Create(transport_options, make_engine));
@@ -101,6 +122,11 @@ void Disk::Shutdown() {
   if (image_ && !image_->read_only() && fdatasync(image_->fd()) != 0) {
     LogInfo("fdatasync of %s failed: %s", image_->path(), strerror(errno));
   }
+  if (rbd_) {
+    if (absl::Status flushed = rbd_->Flush(); !flushed.ok()) {
+      LogInfo("%s", flushed.ToString());
+    }
+  }
   // Free the image for the next user as soon as its data is durable.
   if (locked_) io::UnlockImage(image_->fd());
 }
@@ -114,9 +140,9 @@ stats::DiskReport Disk::Report() const {
   stats::DiskReport report;
   report.name = name_;
   report.config = {
-      {"image", image_->path()},
-      {"size", absl::StrCat(image_->size_bytes())},
-      {"read_only", image_->read_only() ? "yes" : "no"},
+      {"image", rbd_ ? rbd_->spec().Name() : image_->path()},
+      {"size", absl::StrCat(size_bytes())},
+      {"read_only", read_only() ? "yes" : "no"},
       {"lock", locked_ ? "on" : "off"},
       {"frontend", std::string(transport_->queue(0).protocol().name())},
       {"queues", absl::StrCat(t.queues)},
@@ -158,6 +184,15 @@ stats::DiskReport Disk::Report() const {
       // the thread of the FUSE queue its requests come from.
       {"placement", std::string(transport::PlacementName(t.placement))},
   };
+  if (rbd_) {
+    report.config.push_back({"rbd_pool", rbd_->spec().pool});
+    report.config.push_back({"rbd_image", rbd_->spec().image});
+    report.config.push_back({"rbd_conf", rbd_->spec().conf.empty()
+                                             ? "default"
+                                             : rbd_->spec().conf});
+    report.config.push_back(
+        {"rbd_timeout_s", absl::StrCat(rbd_->spec().timeout_seconds)});
+  }
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     report.queues.push_back(transport_->queue(q).stats().Snapshot());
   }

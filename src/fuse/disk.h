@@ -12,6 +12,8 @@
 #include "fuse/operations_in_flight.h"
 #include "io/engine_factory.h"
 #include "io/image_file.h"
+#include "io/rbd_image.h"
+#include "io/rbd_spec.h"
 #include "stats/render.h"
 #include "transport/transport.h"
 
@@ -19,7 +21,11 @@ namespace pvdisk::fuse {
 
 // One --disk argument.
 struct DiskSpec {
+  // The image file, or "rbd:POOL/IMAGE" when `rbd` is set.
   std::string path;
+  // An RBD image instead of a file (--disk rbd:POOL/IMAGE,...): served by the
+  // rbd engine whatever DiskOptions::engine says.
+  std::optional<io::RbdSpec> rbd;
   bool read_only = false;
   std::optional<uint64_t> expected_size;  // ",size=": must match the image
   std::optional<io::FaultRange> fault;    // ",eio=": inject -EIO there
@@ -66,10 +72,17 @@ class Disk {
   void Shutdown();
 
   const std::string& name() const { return name_; }
-  uint64_t size_bytes() const { return image_->size_bytes(); }
-  bool read_only() const { return image_->read_only(); }
-  // The image's owner, group, mode and times when it was opened.
-  const struct stat& image_stat() const { return image_->stat_at_open(); }
+  uint64_t size_bytes() const {
+    return rbd_ ? rbd_->size_bytes() : image_->size_bytes();
+  }
+  bool read_only() const {
+    return rbd_ ? rbd_->read_only() : image_->read_only();
+  }
+  // The image's owner, group, mode and times when it was opened (an RBD
+  // image's: see RbdImage::attributes).
+  const struct stat& image_stat() const {
+    return rbd_ ? rbd_->attributes() : image_->stat_at_open();
+  }
 
   // The queue for a request starting at `sector` (the --queue-map policy).
   transport::Queue& QueueFor(uint64_t sector) {
@@ -96,8 +109,10 @@ class Disk {
 
   std::string name_;
   DiskOptions options_;
+  // Exactly one of image_ and rbd_ is set: what the disk serves.
   std::unique_ptr<io::ImageFile> image_;
   std::optional<io::CompletionDelay> delay_;  // for the stats header
+  std::unique_ptr<io::RbdImage> rbd_;
   bool locked_ = false;
   std::unique_ptr<transport::Transport> transport_;
   OperationsInFlight operations_;

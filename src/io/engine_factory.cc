@@ -11,10 +11,10 @@
 #include "io/uring_engine.h"
 
 namespace pvdisk::io {
-namespace {
 
-absl::Status CheckOptions(const EngineOptions& options,
-                          const ImageFile& image) {
+absl::Status CheckEngineOptions(const EngineOptions& options,
+                                uint64_t size_sectors,
+                                std::string_view image_name) {
   if (options.depth == 0 || options.depth > kMaxEngineDepth) {
     return absl::InvalidArgumentError(
         absl::StrCat("engine depth ", options.depth,
@@ -26,12 +26,13 @@ absl::Status CheckOptions(const EngineOptions& options,
       return absl::InvalidArgumentError(
           "the EIO range must cover at least one sector");
     }
-    if (fault.first_sector >= image.size_sectors() ||
-        fault.sector_count > image.size_sectors() - fault.first_sector) {
+    if (fault.first_sector >= size_sectors ||
+        fault.sector_count > size_sectors - fault.first_sector) {
       return absl::InvalidArgumentError(
           absl::StrCat("the EIO range ", fault.first_sector, "+",
                        fault.sector_count, " does not fit in image ",
-                       image.path(), " of ", image.size_sectors(), " sectors"));
+                       absl::string_view(image_name.data(), image_name.size()),
+                       " of ", size_sectors, " sectors"));
     }
   }
   if (options.delay && (options.delay->us > kMaxDelayUs ||
@@ -44,7 +45,21 @@ absl::Status CheckOptions(const EngineOptions& options,
   return absl::OkStatus();
 }
 
-}  // namespace
+absl::StatusOr<std::unique_ptr<IoEngine>> WrapEngine(
+    std::unique_ptr<IoEngine> engine, const EngineOptions& options) {
+  if (options.fault) engine = WrapWithFaults(std::move(engine), *options.fault);
+  // Over the fault decorator, so that its errors take the device's latency
+  // too, as a remote disk's would.
+  if (options.delay && (options.delay->us > 0 || options.delay->write_us > 0)) {
+    PVDISK_ASSIGN_OR_RETURN(
+        engine,
+        WrapWithDelay(std::move(engine), *options.delay, options.depth));
+  }
+  if (options.fail_trigger) {
+    engine = WrapWithEngineFailure(std::move(engine), options.fail_trigger);
+  }
+  return engine;
+}
 
 absl::StatusOr<EngineKind> ParseEngineKind(std::string_view text) {
   if (text == "uring") return EngineKind::kUring;
@@ -63,13 +78,16 @@ std::string_view EngineKindName(EngineKind kind) {
       return "sync";
     case EngineKind::kNull:
       return "null";
+    case EngineKind::kRbd:
+      return "rbd";
   }
   return "unknown";
 }
 
 absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
     const EngineOptions& options, const ImageFile& image) {
-  PVDISK_RETURN_IF_ERROR(CheckOptions(options, image));
+  PVDISK_RETURN_IF_ERROR(
+      CheckEngineOptions(options, image.size_sectors(), image.path()));
   std::unique_ptr<IoEngine> engine;
   switch (options.kind) {
     case EngineKind::kUring: {
@@ -82,22 +100,15 @@ absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
     case EngineKind::kNull:
       engine = CreateNullEngine(image, options);
       break;
+    case EngineKind::kRbd:
+      return absl::InvalidArgumentError(
+          absl::StrCat("the rbd engine serves rbd: disks, not the image file ",
+                       image.path()));
   }
   if (engine == nullptr) {
     return absl::InvalidArgumentError("unknown engine kind");
   }
-  if (options.fault) engine = WrapWithFaults(std::move(engine), *options.fault);
-  // Over the fault decorator, so that its errors take the device's latency
-  // too, as a remote disk's would.
-  if (options.delay && (options.delay->us > 0 || options.delay->write_us > 0)) {
-    PVDISK_ASSIGN_OR_RETURN(
-        engine,
-        WrapWithDelay(std::move(engine), *options.delay, options.depth));
-  }
-  if (options.fail_trigger) {
-    engine = WrapWithEngineFailure(std::move(engine), options.fail_trigger);
-  }
-  return engine;
+  return WrapEngine(std::move(engine), options);
 }
 
 }  // namespace pvdisk::io

@@ -15,7 +15,9 @@
 
 namespace pvdisk::io {
 
-enum class EngineKind { kUring, kSync, kNull };
+// kRbd is not chosen with --engine: an rbd: disk always uses it (see
+// rbd_engine.h, which creates it from an RbdImage instead of an ImageFile).
+enum class EngineKind { kUring, kSync, kNull, kRbd };
 
 // Parses "uring", "sync" or "null"; anything else is InvalidArgument naming
 // the allowed values.
@@ -55,5 +57,14 @@ struct EngineOptions {
 // `image` must stay open for the engine's lifetime.
 absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
     const EngineOptions& options, const ImageFile& image);
+
+// For engines made elsewhere (the rbd engine): whether `options` fit an image
+// of `size_sectors` called `image_name`, and the decorators `options` ask
+// for (faults, failure trigger) around `engine`. CreateEngine does both.
+absl::Status CheckEngineOptions(const EngineOptions& options,
+                                uint64_t size_sectors,
+                                std::string_view image_name);
+absl::StatusOr<std::unique_ptr<IoEngine>> WrapEngine(std::unique_ptr<IoEngine> engine,
+                                     const EngineOptions& options);
 
 }  // namespace pvdisk::io

@@ -183,5 +183,49 @@ TEST(ParseDiskArgTest, EmptyPath) {
   }
 }
 
+TEST(ParseDiskArgTest, RbdImageWithItsOptions) {
+  absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg(
+      "rbd:pool1/disk-a,conf=/etc/ceph/c.conf,id=pvdisk,timeout=7,ro,"
+      "size=1G,eio=8+8");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->rbd.has_value());
+  EXPECT_EQ(spec->rbd->pool, "pool1");
+  EXPECT_EQ(spec->rbd->image, "disk-a");
+  EXPECT_EQ(spec->rbd->conf, "/etc/ceph/c.conf");
+  EXPECT_EQ(spec->rbd->id, "pvdisk");
+  EXPECT_EQ(spec->rbd->timeout_seconds, 7u);
+  EXPECT_EQ(spec->rbd->Name(), "rbd:pool1/disk-a");
+  EXPECT_TRUE(spec->read_only);
+  EXPECT_EQ(spec->expected_size, uint64_t{1} << 30);
+  ASSERT_TRUE(spec->fault.has_value());
+  EXPECT_FALSE(spec->lock) << "an RBD image has its own lock";
+}
+
+TEST(ParseDiskArgTest, RbdDefaults) {
+  absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg("rbd:rbd/img");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->rbd.has_value());
+  EXPECT_EQ(spec->rbd->conf, "");
+  EXPECT_EQ(spec->rbd->id, "");
+  EXPECT_EQ(spec->rbd->timeout_seconds, io::kDefaultRbdTimeoutSeconds);
+  EXPECT_FALSE(ParseDiskArg("images/rbd:x").value().rbd.has_value());
+}
+
+TEST(ParseDiskArgTest, BadRbdSpecs) {
+  for (const char* text :
+       {"rbd:", "rbd:img", "rbd:/img", "rbd:pool/", "rbd:a/b/c"}) {
+    EXPECT_TRUE(Contains(ErrorOf(text), "rbd:POOL/IMAGE")) << text;
+  }
+  EXPECT_TRUE(Contains(ErrorOf("rbd:p/i@s"), "snapshots"));
+  EXPECT_TRUE(Contains(ErrorOf("rbd:p/i,lock=off"), "own exclusive lock"));
+  for (const char* text :
+       {"rbd:p/i,timeout=0", "rbd:p/i,timeout=x", "rbd:p/i,timeout=3601"}) {
+    EXPECT_TRUE(Contains(ErrorOf(text), "timeout takes")) << text;
+  }
+  EXPECT_TRUE(Contains(ErrorOf("rbd:p/i,conf="), "unknown option 'conf='"));
+  // The rbd-only options on an image file are unknown there.
+  EXPECT_TRUE(Contains(ErrorOf("disk.img,conf=/x"), "unknown option"));
+}
+
 }  // namespace
 }  // namespace pvdisk::cli

@@ -1,0 +1,233 @@
+#include "io/rbd_engine.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "io/request_check.h"
+
+namespace pvdisk::io {
+namespace {
+
+class RbdEngine;
+
+// One request in librbd's hands: the completion's argument. Belongs to the
+// engine that submitted it, whichever engine collects its completion.
+struct Pending {
+  RbdEngine* owner = nullptr;
+  uint64_t tag = 0;
+  uint64_t length = 0;
+  IoOp op = IoOp::kRead;
+  int64_t result = 0;  // set when collected
+};
+
+// librbd's result as the engine contract wants it: the request's length, or
+// -EIO for anything the cluster reported (a timeout, a lost connection, an
+// OSD error) and for a short read.
+int64_t Normalize(const Pending& pending, ssize_t ret) {
+  if (ret < 0) return -EIO;
+  if (pending.op == IoOp::kRead && static_cast<uint64_t>(ret) != pending.length)
+    return -EIO;
+  return static_cast<int64_t>(pending.length);
+}
+
+class RbdEngine final : public IoEngine {
+ public:
+  RbdEngine(RbdImage& image, uint32_t depth)
+      : image_(image), mode_("librbd-async"), slots_(depth) {
+    free_.reserve(depth);
+    for (Pending& slot : slots_) free_.push_back(&slot);
+  }
+
+  // Waits for every request in flight (bounded by the cluster timeout: an
+  // unanswered one fails then): their completions point at this engine.
+  ~RbdEngine() override {
+    std::vector<IoCompletion> ignored;
+    while (inflight_ > 0) {
+      // Polls the image and the mailbox only: a wake-up of the watched fds
+      // is left for the engine that replaces this one.
+      if (Poll(/*wait=*/true, /*watch_count=*/2, ignored) < 0) {
+        LogInfo("rbd engine: %u requests still in flight at teardown",
+                inflight_);
+        break;
+      }
+      ignored.clear();
+    }
+    if (mailbox_fd_ >= 0) close(mailbox_fd_);
+  }
+
+  absl::Status Init() {
+    mailbox_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (mailbox_fd_ < 0) {
+      return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
+    }
+    fds_.push_back({image_.event_fd(), POLLIN, 0});
+    fds_.push_back({mailbox_fd_, POLLIN, 0});
+    return absl::OkStatus();
+  }
+
+  std::string_view name() const override { return "rbd"; }
+  std::string_view mode() const override { return mode_; }
+  uint32_t inflight() const override { return inflight_; }
+
+  absl::Status WatchWakeFd(int fd, uint64_t tag) override {
+    fds_.push_back({fd, POLLIN, 0});
+    wake_tags_.push_back(tag);
+    return absl::OkStatus();
+  }
+
+  int Queue(const IoRequest& request) override {
+    if (int bad = CheckRequest(request, image_.size_bytes()); bad != 0) {
+      return bad;
+    }
+    if (free_.empty()) return -EBUSY;
+    Pending* pending = free_.back();
+    *pending = Pending{this, request.tag, request.length, request.op, 0};
+    rbd_completion_t completion;
+    int ret = rbd_aio_create_completion(pending, nullptr, &completion);
+    if (ret < 0) return -EIO;
+    ret = Submit(request, completion);
+    if (ret < 0) {
+      rbd_aio_release(completion);
+      return ret == -EINVAL ? -EINVAL : -EIO;
+    }
+    free_.pop_back();
+    ++inflight_;
+    return 0;
+  }
+
+  int Run(bool wait, std::vector<IoCompletion>& out) override {
+    return Poll(wait, fds_.size(), out);
+  }
+
+ private:
+  // Run() over the first `watch_count` entries of fds_.
+  int Poll(bool wait, size_t watch_count, std::vector<IoCompletion>& out) {
+    const size_t before = out.size();
+    Collect(out);
+    const bool block = wait && out.size() == before;
+    int ready;
+    while ((ready = poll(fds_.data(), watch_count, block ? -1 : 0)) < 0) {
+      if (errno != EINTR) return -errno;
+    }
+    if (ready > 0) {
+      uint64_t counter;
+      // The image's and the mailbox's counters only say "look": clear them,
+      // then look (a completion signalled after this read signals again).
+      for (size_t i = 0; i < 2; ++i) {
+        if (fds_[i].revents != 0) {
+          (void)!read(fds_[i].fd, &counter, sizeof(counter));
+        }
+      }
+      for (size_t i = 2; i < watch_count; ++i) {
+        if (fds_[i].revents != 0 &&
+            read(fds_[i].fd, &counter, sizeof(counter)) == sizeof(counter)) {
+          out.push_back({wake_tags_[i - 2], 0, /*wake=*/true});
+        }
+      }
+      Collect(out);
+    }
+    return static_cast<int>(out.size() - before);
+  }
+
+  int Submit(const IoRequest& request, rbd_completion_t completion) {
+    rbd_image_t image = image_.handle();
+    switch (request.op) {
+      case IoOp::kRead:
+        return rbd_aio_readv(image, request.iov, request.iov_count,
+                             request.offset, completion);
+      case IoOp::kWrite:
+        return rbd_aio_writev(image, request.iov, request.iov_count,
+                              request.offset, completion);
+      case IoOp::kFlush:
+        return rbd_aio_flush(image, completion);
+      case IoOp::kDiscard:
+        return rbd_aio_discard(image, request.offset, request.length,
+                               completion);
+      case IoOp::kWriteZeroes:
+        return rbd_aio_write_zeroes(image, request.offset, request.length,
+                                    completion, /*zero_flags=*/0,
+                                    /*op_flags=*/0);
+    }
+    return -EINVAL;
+  }
+
+  // Everything finished: this engine's own completions go to `out`, other
+  // engines' to their mailboxes; then whatever others left in ours.
+  void Collect(std::vector<IoCompletion>& out) {
+    image_.DrainCompletions([&](rbd_completion_t completion) {
+      auto* pending = static_cast<Pending*>(rbd_aio_get_arg(completion));
+      pending->result =
+          Normalize(*pending, rbd_aio_get_return_value(completion));
+      rbd_aio_release(completion);
+      if (pending->owner == this) {
+        Finish(pending, out);
+      } else {
+        pending->owner->Deliver(pending);
+      }
+    });
+    if (has_mail_.load(std::memory_order_acquire)) {
+      std::vector<Pending*> mail;
+      {
+        std::lock_guard<std::mutex> lock(mailbox_mutex_);
+        mail.swap(mailbox_);
+        has_mail_.store(false, std::memory_order_relaxed);
+      }
+      for (Pending* pending : mail) Finish(pending, out);
+    }
+  }
+
+  // Called from another engine's thread with a completion of ours. The
+  // owner cannot be destroyed meanwhile: its destructor waits until it has
+  // taken every one of its requests back, which needs this mutex.
+  void Deliver(Pending* pending) {
+    std::lock_guard<std::mutex> lock(mailbox_mutex_);
+    mailbox_.push_back(pending);
+    has_mail_.store(true, std::memory_order_release);
+    uint64_t one = 1;
+    (void)!write(mailbox_fd_, &one, sizeof(one));
+  }
+
+  void Finish(Pending* pending, std::vector<IoCompletion>& out) {
+    out.push_back({pending->tag, pending->result, /*wake=*/false});
+    free_.push_back(pending);
+    --inflight_;
+  }
+
+  RbdImage& image_;
+  const std::string mode_;
+  std::vector<Pending> slots_;  // one per request the depth allows
+  std::vector<Pending*> free_;  // slots not in flight
+  uint32_t inflight_ = 0;
+  // Polled by Run(): [0] the image's eventfd, [1] the mailbox, then the
+  // watched wake fds (their tags in wake_tags_).
+  std::vector<pollfd> fds_;
+  std::vector<uint64_t> wake_tags_;
+  int mailbox_fd_ = -1;
+  std::mutex mailbox_mutex_;
+  std::vector<Pending*> mailbox_;
+  std::atomic<bool> has_mail_{false};
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<IoEngine>> CreateRbdEngine(
+    const EngineOptions& options, RbdImage& image) {
+  PVDISK_RETURN_IF_ERROR(
+      CheckEngineOptions(options, image.size_sectors(), image.spec().Name()));
+  auto engine = std::make_unique<RbdEngine>(image, options.depth);
+  PVDISK_RETURN_IF_ERROR(engine->Init());
+  return WrapEngine(std::move(engine), options);
+}
+
+}  // namespace pvdisk::io

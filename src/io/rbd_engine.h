@@ -1,0 +1,24 @@
+// The rbd engine: serves requests from an RBD image through librbd's
+// asynchronous API (rbd_aio_readv/writev/flush/discard/write_zeroes), one
+// engine per backend thread, all sharing the disk's RbdImage. No thread per
+// request: completions are collected through the image's eventfd (see
+// rbd_image.h), which Run() polls together with the watched wake fds.
+// Every error the cluster reports reaches the caller as -EIO.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "io/engine_factory.h"
+#include "io/io_engine.h"
+#include "io/rbd_image.h"
+
+namespace pvdisk::io {
+
+// An engine for `image` (which must outlive it) of options.depth, wrapped
+// like every engine (options.fault, options.fail_trigger; see
+// engine_factory.h). options.kind is ignored.
+absl::StatusOr<std::unique_ptr<IoEngine>> CreateRbdEngine(
+    const EngineOptions& options, RbdImage& image);
+
+}  // namespace pvdisk::io

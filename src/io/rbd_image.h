@@ -1,0 +1,90 @@
+// An open RBD image: the librados connection to its cluster, the pool's I/O
+// context and the librbd image handle, shared by every RbdEngine of one disk.
+// Control path, except for the completion hand-off the engines share
+// (DrainCompletions), which is the hot path.
+//
+// Completions reach the engines without a thread per request: librbd signals
+// the image's eventfd (rbd_set_image_notification) and whichever engine polls
+// it takes every finished completion (rbd_poll_io_events), handing each to
+// the engine that submitted it.
+#pragma once
+
+#include <rados/librados.h>
+#include <rbd/librbd.h>
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "io/rbd_spec.h"
+
+namespace pvdisk::io {
+
+class RbdImage {
+ public:
+  // Connects to the cluster named by spec.conf, opens the pool and the image
+  // (read-only with `read_only`). Every wait is bounded by
+  // spec.timeout_seconds. Errors are one line naming what is wrong: the
+  // configuration, an unreachable cluster, a missing pool or image.
+  static absl::StatusOr<std::unique_ptr<RbdImage>> Open(const RbdSpec& spec,
+                                                        bool read_only);
+  // Closes the image and the connection. REQUIRES: no engine is left.
+  // Bounded by the timeout: if the cluster does not answer the close in
+  // time, the connection is left to the process's exit.
+  ~RbdImage();
+  RbdImage(const RbdImage&) = delete;
+  RbdImage& operator=(const RbdImage&) = delete;
+
+  const RbdSpec& spec() const { return spec_; }
+  rbd_image_t handle() const { return image_; }
+  uint64_t size_bytes() const { return size_bytes_; }
+  uint64_t size_sectors() const { return size_bytes_ / 512; }
+  bool read_only() const { return read_only_; }
+  // librbd's id of the image: stable while the image exists.
+  const std::string& id() const { return id_; }
+  // The eventfd librbd signals when a completion is ready (non-blocking).
+  int event_fd() const { return event_fd_; }
+  // What the disk file shows: owned by the serving user, mode 0644 (0444
+  // read-only), times of the open.
+  const struct stat& attributes() const { return attributes_; }
+
+  // Takes every completion librbd has finished and calls
+  // `deliver(completion)` for each, under a lock, so that engines on several
+  // threads can poll one image. Hot path.
+  template <typename Deliver>
+  void DrainCompletions(Deliver&& deliver) {
+    std::lock_guard<std::mutex> lock(drain_mutex_);
+    rbd_completion_t batch[64];
+    for (;;) {
+      int got = rbd_poll_io_events(image_, batch, 64);
+      if (got <= 0) return;
+      for (int i = 0; i < got; ++i) deliver(batch[i]);
+      if (got < 64) return;
+    }
+  }
+
+  // Makes every write so far durable (rbd_flush); bounded by the timeout.
+  absl::Status Flush();
+
+ private:
+  RbdImage() = default;
+  // Closes the image (rbd_aio_close); false if that did not finish within
+  // `seconds` (the image then stays open).
+  bool CloseWithin(uint32_t seconds);
+
+  RbdSpec spec_;
+  rados_t cluster_ = nullptr;
+  rados_ioctx_t ioctx_ = nullptr;
+  rbd_image_t image_ = nullptr;
+  int event_fd_ = -1;
+  uint64_t size_bytes_ = 0;
+  bool read_only_ = false;
+  std::string id_;
+  struct stat attributes_ = {};
+  std::mutex drain_mutex_;
+};
+
+}  // namespace pvdisk::io

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""bench/compare --rbd end to end, briefly: its own one-node Ceph cluster,
+a 32 MiB RBD image, 1 s per run, one round, two jobs, the three targets
+(pvdisk's rbd engine, qemu-storage-daemon's driver=rbd export, rbd bench).
+Every row has numbers; the JSON says rbd; nothing stays mounted or running."""
+import glob
+import json
+import os
+import subprocess
+import unittest
+
+import benchtest
+
+TARGETS = ["pvdisk", "qsd", "rbd-bench"]
+JOBS = ["rr4k_qd32", "sw1m_qd4"]
+
+
+def ceph_daemons_under(path):
+    """Live ceph-mon/ceph-osd processes whose command line names `path`."""
+    ps = subprocess.run(["ps", "-eo", "stat=,args="], text=True,
+                        capture_output=True).stdout
+    return [l for l in ps.splitlines()
+            if not l.startswith("Z") and ("ceph-mon" in l or "ceph-osd" in l)
+            and path in l]
+
+
+class CompareRbdTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.scratch = benchtest.Scratch()
+        cls.result = cls.scratch.run("compare", "--rbd", "--runtime", "1",
+                                     "--rounds", "1", "--image-size", "32M",
+                                     "--jobs", ",".join(JOBS),
+                                     "--out", cls.scratch.out, timeout=220)
+        found = glob.glob(os.path.join(cls.scratch.out, "compare-rbd-*.json"))
+        cls.json_path = found[0] if len(found) == 1 else None
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scratch.close()
+
+    def test_finishes_and_cleans_up(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        self.scratch.check_clean(self)
+        self.assertEqual(ceph_daemons_under(self.scratch.dir), [])
+
+    def test_rows_and_goals(self):
+        self.assertIsNotNone(self.json_path, self.result.stderr)
+        with open(self.json_path) as f:
+            data = json.load(f)
+        self.assertTrue(data["rbd"])
+        self.assertEqual(list(data["targets"]), TARGETS)
+        config = data["targets"]["pvdisk"]["config"]
+        self.assertEqual(config["engine"], "rbd")
+        self.assertTrue(config["image"].startswith("rbd:rbd/compare-"))
+        self.assertEqual([(r["job"], r["target"]) for r in data["rows"]],
+                         [(j, t) for j in JOBS for t in TARGETS])
+        for row in data["rows"]:
+            self.assertGreater(row["iops"], 0, row)
+            self.assertGreater(row["mib_s"], 0, row)
+            self.assertIsInstance(row["vs_rbd"], float, row)
+        self.assertEqual(len(data["goals"]), 6)
+        measured = [g for g in data["goals"] if g["value"] is not None]
+        self.assertEqual(len(measured), 4)  # rw4k_qd32 was not run
+        self.assertIn("| rr4k_qd32 | rbd-bench |", self.result.stdout)
+
+    def test_refuses_file_targets_with_rbd(self):
+        p = self.scratch.run("compare", "--rbd", "--targets", "native")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("not allowed with --rbd", p.stderr)
+
+
+if __name__ == "__main__":
+    benchtest.need("fio", "qemu-storage-daemon", "rbd", "ceph-mon", "ceph-osd")
+    benchtest.main()

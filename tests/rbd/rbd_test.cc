@@ -1,0 +1,258 @@
+// The rbd engine end to end: a real pvdisk mount of an RBD image on a real
+// one-node Ceph cluster (scripts/ceph-cluster.sh), driven by fio and by
+// direct system calls, with the image read back through librbd (`rbd
+// export`), not through pvdisk.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fuse_harness.h"
+#include "gtest/gtest.h"
+#include "rbd_harness.h"
+
+namespace pvdisk::rbd_testing {
+namespace {
+
+using namespace ::pvdisk::fuse_testing;  // NOLINT: the mount harness
+
+constexpr uint64_t kMiB = 1 << 20;
+
+#define PVDISK_REQUIRE_CLUSTER()                                     \
+  do {                                                               \
+    if (SharedClusterConf().empty()) {                               \
+      GTEST_SKIP() << "no test cluster: run through ctest (fixture " \
+                      "rbd_cluster) or set PVDISK_TEST_CEPH_CONF";   \
+    }                                                                \
+  } while (0)
+
+// An RBD image in pool "rbd", removed when the test ends.
+class TestImage {
+ public:
+  TestImage(std::string conf, const std::string& prefix, uint64_t size)
+      : conf_(std::move(conf)), name_(UniqueImageName(prefix)) {
+    CreateRbdImage(conf_, name_, size);
+  }
+  ~TestImage() { RemoveRbdImage(conf_, name_); }
+  const std::string& name() const { return name_; }
+  // The --disk argument serving it.
+  std::string DiskArg(const std::string& extra = "") const {
+    return "rbd:rbd/" + name_ + ",conf=" + conf_ + extra;
+  }
+
+ private:
+  std::string conf_;
+  std::string name_;
+};
+
+class RbdFrontendTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RbdFrontendTest, FioVerifiesThroughAnRbdDisk) {
+  PVDISK_REQUIRE_FIO();
+  PVDISK_REQUIRE_CLUSTER();
+  TestImage image(SharedClusterConf(), "fio", 64 * kMiB);
+  TempDir dir;
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", image.DiskArg(), "--frontend", GetParam()});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+
+  // The file is named after the image and sized from it.
+  struct stat st;
+  ASSERT_EQ(stat(mount.Path(image.name()).c_str(), &st), 0)
+      << std::strerror(errno);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), 64 * kMiB);
+
+  CommandResult fio = RunCommand(
+      FioCommand(mount.Path(image.name()),
+                 {"--rw=randwrite", "--bsrange=4k-256k", "--iodepth=16",
+                  "--size=32M", "--verify=crc32c", "--do_verify=1"}),
+      std::chrono::seconds(180));
+  ExpectFioClean(fio);
+
+  DiskStats stats = StatsOf(mount.mountpoint(), image.name());
+  EXPECT_EQ(stats.config["engine"], "rbd");
+  EXPECT_EQ(stats.config["image"], "rbd:rbd/" + image.name());
+  EXPECT_EQ(stats.config["rbd_pool"], "rbd");
+  EXPECT_EQ(stats.config["rbd_image"], image.name());
+  EXPECT_EQ(stats.config["frontend"], GetParam());
+  EXPECT_GE(stats["sectors_written"], 32 * kMiB / 512);
+  EXPECT_GE(stats["sectors_read"], 32 * kMiB / 512);
+  EXPECT_GE(stats["inflight_max"], 2u);
+  EXPECT_EQ(stats["inflight"], 0u);
+  EXPECT_EQ(stats["errors"], 0u);
+  EXPECT_EQ(stats["invalid_reqs"], 0u);
+  EXPECT_EQ(mount.Unmount().exit_code, 0);
+}
+
+// What a flush, a discard and a write-zeroes leave in the image, as librbd
+// (`rbd export`, after the unmount) reads it.
+TEST_P(RbdFrontendTest, FlushDiscardAndWriteZeroesReachTheImage) {
+  PVDISK_REQUIRE_FUSE();
+  PVDISK_REQUIRE_CLUSTER();
+  const uint64_t size = 16 * kMiB;
+  TestImage image(SharedClusterConf(), "ops", size);
+  // RBD objects are 4 MiB: the discard crosses the boundary at 4 MiB, the
+  // write-zeroes starts and ends inside one object.
+  const uint64_t written = 6 * kMiB;
+  const uint64_t discard_at = 4 * kMiB - 64 * 1024, discard_len = 192 * 1024;
+  const uint64_t zero_at = 1 * kMiB + 4096, zero_len = 12288;
+  std::string expected = PatternBytes(15, written);
+  expected.replace(discard_at, discard_len, discard_len, '\0');
+  expected.replace(zero_at, zero_len, zero_len, '\0');
+  expected.resize(size, '\0');
+  {
+    TempDir dir;
+    Mount mount(dir.MakeDir("mnt"),
+                {"--disk", image.DiskArg(), "--frontend", GetParam()});
+    ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+    Fd fd = Open(mount.Path(image.name()), O_RDWR);
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    PwriteAll(fd.get(), 0, std::string_view(PatternBytes(15, written)));
+    ASSERT_EQ(fdatasync(fd.get()), 0) << std::strerror(errno);
+    ASSERT_EQ(fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                        discard_at, discard_len),
+              0)
+        << std::strerror(errno);
+    ASSERT_EQ(fallocate(fd.get(), FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+                        zero_at, zero_len),
+              0)
+        << std::strerror(errno);
+    ASSERT_EQ(fdatasync(fd.get()), 0) << std::strerror(errno);
+    EXPECT_EQ(FirstDifference(expected.substr(0, written),
+                              PreadAll(fd.get(), 0, written)),
+              "");
+    fd.Close();
+    DiskStats stats = StatsOf(mount.mountpoint(), image.name());
+    EXPECT_GT(stats["reqs_flush"], 0u);
+    EXPECT_GT(stats["reqs_discard"], 0u);
+    EXPECT_EQ(stats["errors"], 0u);
+    EXPECT_EQ(mount.Unmount().exit_code, 0);
+  }
+  std::optional<std::string> exported =
+      ExportRbdImage(SharedClusterConf(), image.name());
+  ASSERT_TRUE(exported.has_value());
+  ASSERT_EQ(exported->size(), size);
+  EXPECT_EQ(FirstDifference(expected, *exported), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Frontends, RbdFrontendTest,
+                         ::testing::ValuesIn(AllFrontends()),
+                         [](const auto& info) { return info.param; });
+
+// Two backend threads, each with its own engine, on one image: a completion
+// one engine collects for the other reaches it through its mailbox.
+TEST(RbdBackendThreadsTest, TwoEnginesShareOneImage) {
+  PVDISK_REQUIRE_FIO();
+  PVDISK_REQUIRE_CLUSTER();
+  TestImage image(SharedClusterConf(), "threads", 32 * kMiB);
+  TempDir dir;
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", image.DiskArg(), "--queues", "2", "--backend-threads",
+               "2", "--queue-map", "round-robin"});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  CommandResult fio =
+      RunCommand(FioCommand(mount.Path(image.name()),
+                            {"--rw=randwrite", "--bs=4k", "--iodepth=32",
+                             "--size=16M", "--verify=crc32c", "--do_verify=1"}),
+                 std::chrono::seconds(180));
+  ExpectFioClean(fio);
+  DiskStats stats = StatsOf(mount.mountpoint(), image.name());
+  EXPECT_EQ(stats.config["backend_threads"], "2");
+  ASSERT_EQ(stats.queues.size(), 2u);
+  for (size_t q = 0; q < 2; ++q) {
+    EXPECT_GT(stats.queues[q]["reqs_write"], 0u) << "queue " << q;
+    EXPECT_GT(stats.queues[q]["reqs_read"], 0u) << "queue " << q;
+  }
+  EXPECT_EQ(stats["inflight"], 0u);
+  EXPECT_EQ(stats["errors"], 0u);
+  EXPECT_EQ(mount.Unmount().exit_code, 0);
+}
+
+// A bad rbd: disk is refused with one line, exit 2, and nothing mounted,
+// also when the cluster cannot be reached (within the disk's timeout).
+TEST(RbdBadSpecTest, EachIsRefusedWithOneLineAndNothingMounted) {
+  PVDISK_REQUIRE_FUSE();
+  PVDISK_REQUIRE_CLUSTER();
+  const std::string conf = SharedClusterConf();
+  TempDir dir;
+  const std::string mountpoint = dir.MakeDir("mnt");
+  // A cluster nobody runs: a monitor address where nothing listens.
+  const std::string nowhere = dir.Path("nowhere.conf");
+  std::ofstream(nowhere) << "[global]\nmon host = "
+                            "[v2:127.0.0.1:9,v1:127.0.0.1:9]\n"
+                            "auth client required = none\n";
+  struct Case {
+    std::string disk;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {"rbd:just-an-image", "pool and image"},
+      {"rbd:rbd/", "pool and image"},
+      {"rbd:rbd/a/b", "pool and image"},
+      {"rbd:rbd/img@snap", "snapshots"},
+      {"rbd:no-such-pool/img,conf=" + conf, "pool 'no-such-pool' does not"},
+      {"rbd:rbd/no-such-image,conf=" + conf, "image 'no-such-image' does not"},
+      {"rbd:rbd/img,conf=" + dir.Path("missing.conf"), "does not exist"},
+      {"rbd:rbd/img,conf=" + nowhere + ",timeout=2", "cannot reach"},
+      {"rbd:rbd/img,lock=off", "exclusive lock"},
+      {"rbd:rbd/img,timeout=0", "timeout takes"},
+      {"rbd:rbd/img,colour=blue", "unknown option 'colour=blue'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.disk);
+    CommandResult mount = RunPvdisk({"mount", mountpoint, "--disk", c.disk},
+                                    std::chrono::seconds(60));
+    ExpectUsageError(mount);
+    EXPECT_NE(mount.err.find(c.says), std::string::npos) << mount.err;
+    EXPECT_FALSE(IsMounted(mountpoint));
+    EXPECT_TRUE(PvdiskProcessesMentioning(mountpoint).empty());
+  }
+}
+
+// The cluster goes away under a writing fio: its I/O fails with EIO (within
+// the disk's timeout, not at the end of fio's run), the errors are counted,
+// and the unmount still finishes. A cluster of its own, as it is stopped.
+TEST(RbdClusterLossTest, IoFailsWithEioAndTheUnmountFinishes) {
+  PVDISK_REQUIRE_FIO();
+  OwnCluster cluster;
+  ASSERT_TRUE(cluster.ok()) << cluster.start_output();
+  const std::string name = UniqueImageName("loss");
+  CreateRbdImage(cluster.conf(), name, 64 * kMiB);
+  TempDir dir;
+  Mount mount(
+      dir.MakeDir("mnt"),
+      {"--disk", "rbd:rbd/" + name + ",conf=" + cluster.conf() + ",timeout=3"},
+      std::chrono::seconds(150));
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  BackgroundProcess fio(FioCommand(
+      mount.Path(name), {"--rw=randwrite", "--bs=4k", "--iodepth=8",
+                         "--size=32M", "--time_based", "--runtime=120"}));
+  ASSERT_TRUE(fio.started());
+  ASSERT_TRUE(WaitUntil(
+      [&] { return StatsOf(mount.mountpoint(), name)["reqs_write"] > 100; },
+      std::chrono::seconds(30)));
+  ASSERT_TRUE(cluster.Stop());
+
+  // fio would run 120 s; it ends long before because a write failed.
+  ASSERT_TRUE(fio.Wait(std::chrono::seconds(60)))
+      << "fio still runs a minute after the cluster stopped";
+  EXPECT_NE(fio.result().exit_code, 0);
+  EXPECT_NE(fio.result().Describe().find("Input/output error"),
+            std::string::npos)
+      << fio.result().Describe();
+  DiskStats stats = StatsOf(mount.mountpoint(), name);
+  EXPECT_GT(stats["errors"], 0u);
+  CommandResult unmount = mount.Unmount(std::chrono::seconds(90));
+  EXPECT_EQ(unmount.exit_code, 0) << unmount.Describe();
+  EXPECT_FALSE(IsMounted(mount.mountpoint()));
+}
+
+}  // namespace
+}  // namespace pvdisk::rbd_testing
