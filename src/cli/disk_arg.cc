@@ -11,6 +11,7 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
   std::vector<std::string> parts =
       absl::StrSplit(absl::string_view(text.data(), text.size()), ',');
   fuse::DiskSpec spec;
+  spec.arg = std::string(text);
   spec.path = parts[0];
   if (spec.path.empty()) {
     return absl::InvalidArgumentError(

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -13,6 +14,7 @@
 #include "io/engine_factory.h"
 #include "io/image_file.h"
 #include "stats/render.h"
+#include "transport/process/backend_supervisor.h"
 #include "transport/transport.h"
 
 namespace pvdisk::fuse {
@@ -28,6 +30,14 @@ struct DiskSpec {
   std::optional<uint64_t> engine_fail;
   // ",lock=off" clears it: take no image lock (see io/image_lock.h).
   bool lock = true;
+  // The --disk argument as given, for a backend process to parse again.
+  std::string arg;
+};
+
+// Where each disk's backend runs (--backend).
+enum class BackendMode {
+  kThread,   // backend threads in the daemon
+  kProcess,  // a backend process per disk (transport/process/)
 };
 
 // Settings shared by every disk of a mount.
@@ -42,7 +52,31 @@ struct DiskOptions {
   std::string fuse_io = "classic";
   uint32_t fuse_queues = 0;
   uint32_t fuse_queue_depth = 0;
+  BackendMode backend = BackendMode::kThread;
+  // --backend process: deaths per minute before the disk fails with EIO.
+  uint32_t backend_restart_limit = 5;
 };
+
+// Whether `kind` wants the image opened with O_DIRECT.
+bool EngineWantsDirect(io::EngineKind kind);
+
+// How the backend of a disk makes its engines: `kind` over `image` (which
+// must outlive the factory), with `spec`'s fault injection. Used by the
+// daemon (Disk::Open) and by a backend process (cli/backend_command.cc).
+transport::EngineFactory EngineFactoryFor(const DiskSpec& spec,
+                                          io::EngineKind kind,
+                                          const io::ImageFile* image);
+
+// What a backend process gets in BackendSetup::engine_config: the --disk
+// argument (its path replaced by `image_path`, absolute) and the --engine,
+// to be read back by DecodeEngineConfig.
+std::string EncodeEngineConfig(const DiskSpec& spec, io::EngineKind kind,
+                               const std::string& image_path);
+struct EngineConfig {
+  std::string disk_arg;
+  io::EngineKind engine = io::EngineKind::kUring;
+};
+absl::StatusOr<EngineConfig> DecodeEngineConfig(std::string_view config);
 
 class Disk {
  public:
@@ -88,6 +122,8 @@ class Disk {
   std::unique_ptr<io::ImageFile> image_;
   bool locked_ = false;
   std::unique_ptr<transport::Transport> transport_;
+  // --backend process only: the backend process and its watcher.
+  std::unique_ptr<transport::process::BackendSupervisor> supervisor_;
   OperationsInFlight operations_;
   bool shut_down_ = false;
 };

@@ -34,6 +34,11 @@ class SharedRegion {
   // `name` shows in /proc/PID/fd for debugging.
   static absl::StatusOr<std::unique_ptr<SharedRegion>> Create(
       const std::string& name, size_t size);
+  // Takes ownership of `fd`, a region of `size` bytes made elsewhere (a
+  // backend process receives its queues' regions this way).
+  static std::unique_ptr<SharedRegion> Adopt(int fd, size_t size) {
+    return std::unique_ptr<SharedRegion>(new SharedRegion(fd, size));
+  }
   ~SharedRegion();
   SharedRegion(const SharedRegion&) = delete;
   SharedRegion& operator=(const SharedRegion&) = delete;

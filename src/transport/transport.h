@@ -38,6 +38,10 @@ struct TransportOptions {
   uint32_t backend_threads = 1;
   QueueMap queue_map = QueueMap::kOffset;
   BackendOptions backend;
+  // The backend runs elsewhere (--backend process, see
+  // process/backend_supervisor.h): Create() makes the queues and no
+  // backend thread, and the caller attaches a backend to them.
+  bool backend_elsewhere = false;
 };
 
 // Checks queue counts and thread counts (and the queue options).
