@@ -16,7 +16,11 @@ absl::StatusOr<DeviceSide> AttachDeviceSide(const QueueOptions& options,
         "a queue's shared region does not have the size its options need");
   }
   DeviceSide side;
-  PVDISK_ASSIGN_OR_RETURN(side.mapping, region->Map());
+  // With per-request grants the backend maps the ring only: a data page is
+  // addressable only while a request it carries is being served.
+  PVDISK_ASSIGN_OR_RETURN(
+      side.mapping,
+      options.persistent ? region->Map() : region->MapFirst(memory.ring_bytes));
   uint8_t* back = side.mapping->base();
   side.grants = options.persistent
                     ? NewPersistentGrants(back + memory.ring_bytes)

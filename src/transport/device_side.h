@@ -1,5 +1,6 @@
 // DeviceSide: the backend's view of one queue's shared region: a mapping of
-// its own, the grant mapper that reaches the data pages, and the device
+// its own (the whole region with persistent grants, the ring pages only
+// without), the grant mapper that reaches the data pages, and the device
 // ring. Built the same way by an in-process backend (Queue) and by a backend
 // process (process/backend_host.h), which sees nothing but the region.
 #pragma once

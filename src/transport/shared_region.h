@@ -45,6 +45,8 @@ class SharedRegion {
 
   // Maps the whole region once more (read-write, shared).
   absl::StatusOr<std::unique_ptr<RegionMapping>> Map() const;
+  // Maps only the first `length` bytes (a multiple of 4096).
+  absl::StatusOr<std::unique_ptr<RegionMapping>> MapFirst(size_t length) const;
 
   int fd() const { return fd_; }
   size_t size() const { return size_; }

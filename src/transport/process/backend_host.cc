@@ -96,7 +96,10 @@ absl::Status Serve(int socket, const EngineFactoryMaker& make_factory,
 }  // namespace
 
 int RunBackendHost(int socket, const EngineFactoryMaker& make_factory) {
-  prctl(PR_SET_NAME, "pvdisk-bk-main");
+  // exec of /proc/self/exe named the process "exe": it is pvdisk (tools
+  // find pvdisk processes by that name); the threads doing the work are
+  // "pvdisk-backend".
+  prctl(PR_SET_NAME, "pvdisk");
   std::vector<HostedQueue> hosted;
   BackendGroup group;
   absl::Status served = Serve(socket, make_factory, &hosted, &group);
