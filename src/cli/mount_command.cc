@@ -391,6 +391,9 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
         "mount without --allow-other so that only you reach the mount"));
   }
   config->foreground = parsed.Has("foreground");
+  // A daemon detaches from the terminal once mounted; its backend processes
+  // must not keep the terminal (or the caller's pipe) open either.
+  config->options.backend_keeps_stderr = config->foreground;
   return absl::OkStatus();
 }
 

@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
     transport::process::BackendProcessOptions process;
     process.label = spec.path;
     process.restart_limit = options.backend_restart_limit;
+    process.keep_stderr = options.backend_keeps_stderr;
     process.image_fd = disk->image_->fd();
     char opened[PATH_MAX];
     ssize_t length =

@@ -55,6 +55,9 @@ struct DiskOptions {
   BackendMode backend = BackendMode::kThread;
   // --backend process: deaths per minute before the disk fails with EIO.
   uint32_t backend_restart_limit = 5;
+  // --backend process: whether backend processes write to the daemon's
+  // stderr (false for a daemon that detaches from its terminal).
+  bool backend_keeps_stderr = true;
 };
 
 // Whether `kind` wants the image opened with O_DIRECT.

@@ -173,6 +173,7 @@ absl::Status BackendSupervisor::Spawn() {
   for (std::string& word : words) argv.push_back(word.data());
   argv.push_back(nullptr);
   const char* executable = options_.executable.c_str();
+  const bool keep_stderr = options_.keep_stderr;
   const pid_t daemon = getpid();
   pid_t pid = fork();
   if (pid < 0) {
@@ -184,9 +185,17 @@ absl::Status BackendSupervisor::Spawn() {
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != daemon) _exit(1);  // the daemon died meanwhile
+    // A process group of its own: a Ctrl-C meant for a --foreground daemon
+    // must reach the daemon only, which then stops its backend in order.
+    setpgid(0, 0);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null_fd < 0) _exit(126);
+    dup2(null_fd, STDIN_FILENO);
+    dup2(null_fd, STDOUT_FILENO);
+    if (!keep_stderr) dup2(null_fd, STDERR_FILENO);
     if (pair[1] == kBackendSocketFd) {
       fcntl(kBackendSocketFd, F_SETFD, 0);
     } else if (dup2(pair[1], kBackendSocketFd) < 0) {

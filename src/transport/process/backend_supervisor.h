@@ -54,6 +54,12 @@ struct BackendProcessOptions {
   int image_fd = -1;
   // Passed to the backend's EngineFactoryMaker (BackendSetup::engine_config).
   std::string engine_config;
+  // Whether the backend writes its messages to the daemon's stderr. A
+  // daemon that detaches from its terminal once mounted must not leave that
+  // terminal (or the pipe of whoever ran `pvdisk mount`) open in its
+  // backends: then they write to /dev/null, like the daemon. Their stdin
+  // and stdout are /dev/null always.
+  bool keep_stderr = true;
 };
 
 class BackendSupervisor {
