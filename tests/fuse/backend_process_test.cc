@@ -80,6 +80,24 @@ std::vector<std::string> FileLines(const std::string& path) {
   return lines;
 }
 
+// fio writing random `bs` blocks at `depth` for up to a minute (the test
+// stops it earlier); it never creates a file where the mount should be.
+std::vector<std::string> EndlessWrites(const std::string& file,
+                                       const std::string& bs,
+                                       const std::string& depth) {
+  return FioCommand(
+      file, {"--rw=randwrite", "--bs=" + bs, "--size=16M", "--iodepth=" + depth,
+             "--time_based", "--runtime=60", "--allow_file_create=0"});
+}
+
+// Waits until writes reach disk0.img (fio may take a while to start on a
+// loaded machine).
+bool WritesArrived(const std::string& mountpoint) {
+  return WaitUntil(
+      [&] { return StatsOf(mountpoint, "disk0.img")["fuse_writes"] > 0; },
+      std::chrono::seconds(30));
+}
+
 // (frontend, persistent)
 using KillCase = std::tuple<std::string, std::string>;
 
@@ -189,16 +207,9 @@ TEST(BackendProcessTest, RestartLimitFailsIoWithEioAndUnmountsCleanly) {
   }
 
   // The second death is one too many, with fio's writes in flight.
-  BackgroundProcess fio(
-      FioCommand(mount.Path("disk0.img"),
-                 {"--rw=randwrite", "--bs=4k", "--size=16M", "--iodepth=16",
-                  "--time_based", "--runtime=60", "--allow_file_create=0"}));
+  BackgroundProcess fio(EndlessWrites(mount.Path("disk0.img"), "4k", "16"));
   ASSERT_TRUE(fio.started());
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        return StatsOf(mount.mountpoint(), "disk0.img")["fuse_writes"] > 0;
-      },
-      std::chrono::seconds(30)));
+  ASSERT_TRUE(WritesArrived(mount.mountpoint()));
   pid_t second = BackendPid(mount.mountpoint(), "disk0.img");
   ASSERT_GT(second, 0);
   ASSERT_EQ(kill(second, SIGKILL), 0);
@@ -394,18 +405,9 @@ TEST(BackendProcessTest, UnmountDuringIoStopsTheBackend) {
   Mount mount(dir.MakeDir("mnt"), {"--disk", image, "--backend", "process"});
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
   pid_t backend = BackendPid(mount.mountpoint(), "disk0.img");
-  BackgroundProcess fio(
-      FioCommand(mount.Path("disk0.img"),
-                 {"--rw=randwrite", "--bs=64k", "--size=32M", "--iodepth=8",
-                  "--time_based", "--runtime=60", "--allow_file_create=0"}));
+  BackgroundProcess fio(EndlessWrites(mount.Path("disk0.img"), "64k", "8"));
   ASSERT_TRUE(fio.started());
-  // Only once fio's writes reach the disk (fio may take a while to start
-  // on a loaded machine).
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        return StatsOf(mount.mountpoint(), "disk0.img")["fuse_writes"] > 0;
-      },
-      std::chrono::seconds(30)));
+  ASSERT_TRUE(WritesArrived(mount.mountpoint()));
   CommandResult unmounted = mount.Unmount();
   EXPECT_EQ(unmounted.exit_code, 0) << unmounted.Describe();
   EXPECT_TRUE(fio.Wait(std::chrono::seconds(60))) << "fio hung";
