@@ -15,6 +15,9 @@ inline constexpr int kExitUsage = 2;
 int RunCreate(const std::vector<std::string>& args);
 int RunMount(const std::vector<std::string>& args);
 int RunUnmount(const std::vector<std::string>& args);
+// The hidden `__backend` command: a disk's backend process (--backend
+// process); only the daemon starts it.
+int RunBackend(const std::vector<std::string>& args);
 
 // Prints "pvdisk: <message>" to stderr.
 void PrintError(const std::string& message);

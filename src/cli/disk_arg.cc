@@ -82,6 +82,7 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
   std::vector<std::string> parts =
       absl::StrSplit(absl::string_view(text.data(), text.size()), ',');
   fuse::DiskSpec spec;
+  spec.arg = std::string(text);
   spec.path = parts[0];
   std::optional<uint32_t> delay_us;
   std::optional<uint32_t> delay_write_us;

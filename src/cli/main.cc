@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   if (command == "create") return RunCreate(args);
   if (command == "mount") return RunMount(args);
   if (command == "unmount" || command == "umount") return RunUnmount(args);
+  if (command == "__backend") return RunBackend(args);
   PrintError("unknown command '" + command +
              "'; allowed: create, mount, unmount (see pvdisk --help)");
   return kExitUsage;

@@ -106,6 +106,15 @@ const std::vector<FlagSpec>& MountFlags() {
        "where the frontend takes the backend's interrupts: on the backend "
        "thread right after it publishes responses, or on a completion "
        "thread per queue woken through an eventfd"},
+      {"backend", true, false, "thread|process", "thread",
+       "where each disk's backend runs: threads in the daemon, or a process "
+       "of its own that shares only the rings, data pages and eventfds and "
+       "is restarted, with nothing lost, when it dies (implies --irq thread)"},
+      {"backend-restart-limit", true, false, "N",
+       absl::StrCat(transport::process::kDefaultRestartLimit),
+       "--backend process: how often a disk's backend may die within a "
+       "minute and be restarted; one more death fails the disk's I/O with "
+       "EIO"},
       {"merge", true, false, "on|off", "on",
        "merge adjacent requests of the same direction in each queue's "
        "staging queue"},
@@ -373,6 +382,25 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   PVDISK_ASSIGN_OR_RETURN(transport.queue.irq,
                           transport::ParseInterruptMode(
                               std::string_view(parsed.Get("irq", "inline"))));
+  PVDISK_ASSIGN_OR_RETURN(bool backend_thread,
+                          first_of("backend", "thread", "process"));
+  config->options.backend =
+      backend_thread ? fuse::BackendMode::kThread : fuse::BackendMode::kProcess;
+  if (!backend_thread && parsed.Get("irq", "") == "inline") {
+    return absl::InvalidArgumentError(
+        "--irq inline runs the frontend's interrupt handler on the backend "
+        "thread, which --backend process puts in another process: use --irq "
+        "thread (the default with --backend process)");
+  }
+  if (parsed.Has("backend-restart-limit") && backend_thread) {
+    return absl::InvalidArgumentError(
+        "--backend-restart-limit applies to --backend process only");
+  }
+  PVDISK_ASSIGN_OR_RETURN(
+      uint64_t restart_limit,
+      number("backend-restart-limit", transport::process::kDefaultRestartLimit,
+             0, 1000));
+  config->options.backend_restart_limit = static_cast<uint32_t>(restart_limit);
   PVDISK_RETURN_IF_ERROR(transport::ValidateTransportOptions(transport));
   absl::StatusOr<io::EngineKind> engine =
       io::ParseEngineKind(parsed.Get("engine", "uring"));
@@ -460,6 +488,9 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
         "mount without --allow-other so that only you reach the mount"));
   }
   config->foreground = parsed.Has("foreground");
+  // A daemon detaches from the terminal once mounted; its backend processes
+  // must not keep the terminal (or the caller's pipe) open either.
+  config->options.backend_keeps_stderr = config->foreground;
   return absl::OkStatus();
 }
 

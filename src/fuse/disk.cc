@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
@@ -29,26 +30,88 @@ std::string SerialOf(const std::string& where, const std::string& identity,
 
 }  // namespace
 
+bool EngineWantsDirect(io::EngineKind kind) {
+  // The null engine never touches the image, so O_DIRECT does not matter.
+  return kind != io::EngineKind::kNull;
+}
+
+namespace {
+
+// What every engine of the disk gets from its --disk spec (the depth and
+// the ring come per engine).
+io::EngineOptions BaseEngineOptions(const DiskSpec& spec, io::EngineKind kind) {
+  io::EngineOptions options;
+  options.kind = kind;
+  options.fault = spec.fault;
+  options.delay = spec.delay;
+  if (spec.engine_fail) {
+    options.fail_trigger =
+        std::make_shared<io::EngineFailTrigger>(*spec.engine_fail);
+  }
+  return options;
+}
+
+}  // namespace
+
+transport::EngineFactory EngineFactoryFor(const DiskSpec& spec,
+                                          io::EngineKind kind,
+                                          const io::ImageFile* image) {
+  // Backends call this again to replace a failed engine: it owns what it
+  // captures (the image outlives the transport).
+  io::EngineOptions base_engine_options = BaseEngineOptions(spec, kind);
+  return [image, base_engine_options](uint32_t depth, io::RingLender* lender) {
+    io::EngineOptions engine_options = base_engine_options;
+    engine_options.depth = depth;
+    engine_options.ring_lender = lender;
+    return io::CreateEngine(engine_options, *image);
+  };
+}
+
+std::string EncodeEngineConfig(const DiskSpec& spec, io::EngineKind kind,
+                               const std::string& image_path) {
+  std::string_view engine = io::EngineKindName(kind);
+  // The backend process resolves nothing relative to the daemon's working
+  // directory: the path becomes the one of the file the daemon opened.
+  // (The path is what comes before the first comma; see cli/disk_arg.h.)
+  std::string arg = spec.arg;
+  arg.replace(0, arg.find(','), image_path);
+  return absl::StrCat(absl::string_view(engine.data(), engine.size()), "\n",
+                      arg);
+}
+
+absl::StatusOr<EngineConfig> DecodeEngineConfig(std::string_view config) {
+  size_t newline = config.find('\n');
+  if (newline == std::string_view::npos) {
+    return absl::InvalidArgumentError("malformed engine configuration");
+  }
+  EngineConfig decoded;
+  PVDISK_ASSIGN_OR_RETURN(decoded.engine,
+                          io::ParseEngineKind(config.substr(0, newline)));
+  decoded.disk_arg = std::string(config.substr(newline + 1));
+  return decoded;
+}
+
 absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
                                                  const std::string& name,
                                                  const DiskOptions& options) {
   std::unique_ptr<Disk> disk(new Disk());
   disk->name_ = name;
   disk->options_ = options;
-  io::EngineOptions base_engine_options;
-  base_engine_options.kind = options.engine;
-  base_engine_options.fault = spec.fault;
-  base_engine_options.delay = spec.delay;
   disk->delay_ = spec.delay;
-  if (spec.engine_fail) {
-    base_engine_options.fail_trigger =
-        std::make_shared<io::EngineFailTrigger>(*spec.engine_fail);
-  }
+  const bool in_process = options.backend == BackendMode::kProcess;
   // Backends call make_engine again to replace a failed engine: it owns what
   // it captures (the image outlives the transport).
   transport::EngineFactory make_engine;
   std::string serial;
   if (spec.rbd) {
+    if (in_process) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--disk ", spec.path,
+          ": --backend process serves image files only; use --backend "
+          "thread for an rbd: disk"));
+    }
+    io::EngineOptions base_engine_options =
+        BaseEngineOptions(spec, io::EngineKind::kRbd);
     PVDISK_ASSIGN_OR_RETURN(disk->rbd_,
                             io::RbdImage::Open(*spec.rbd, spec.read_only));
     disk->options_.engine = io::EngineKind::kRbd;
@@ -62,11 +125,9 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
       return io::CreateRbdEngine(engine_options, *rbd);
     };
   } else {
-    // The null engine never touches the image, so O_DIRECT does not matter.
-    bool want_direct = options.engine != io::EngineKind::kNull;
     PVDISK_ASSIGN_OR_RETURN(
-        disk->image_,
-        io::ImageFile::Open(spec.path, spec.read_only, want_direct));
+        disk->image_, io::ImageFile::Open(spec.path, spec.read_only,
+                                          EngineWantsDirect(options.engine)));
     // Locked before anything else is built, so that a refused mount creates
     // nothing; held as long as the image stays open.
     if (spec.lock) {
@@ -78,14 +139,7 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
     uint64_t inode = fstat(disk->image_->fd(), &st) == 0 ? st.st_ino : 0;
     serial = SerialOf(disk->image_->path(), absl::StrCat(inode),
                       disk->image_->size_bytes());
-    const io::ImageFile* image = disk->image_.get();
-    make_engine = [image, base_engine_options](uint32_t depth,
-                                               io::RingLender* lender) {
-      io::EngineOptions engine_options = base_engine_options;
-      engine_options.depth = depth;
-      engine_options.ring_lender = lender;
-      return io::CreateEngine(engine_options, *image);
-    };
+    make_engine = EngineFactoryFor(spec, options.engine, disk->image_.get());
   }
   if (spec.expected_size && *spec.expected_size != disk->size_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -98,9 +152,34 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
   transport_options.queue.disk_sectors = disk->size_bytes() / 512;
   transport_options.queue.read_only = spec.read_only;
   transport_options.queue.serial = serial;
+  if (in_process) {
+    // The backend lives in another process: it cannot run the frontend's
+    // interrupt handler, so interrupts go through the eventfd.
+    transport_options.backend_elsewhere = true;
+    transport_options.queue.irq = transport::InterruptMode::kThread;
+  }
   PVDISK_ASSIGN_OR_RETURN(
       disk->transport_,
       transport::Transport::Create(transport_options, make_engine));
+  if (in_process) {
+    transport::process::BackendProcessOptions process;
+    process.label = spec.path;
+    process.restart_limit = options.backend_restart_limit;
+    process.keep_stderr = options.backend_keeps_stderr;
+    process.image_fd = disk->image_->fd();
+    char opened[PATH_MAX];
+    ssize_t length =
+        readlink(absl::StrCat("/proc/self/fd/", disk->image_->fd()).c_str(),
+                 opened, sizeof(opened) - 1);
+    std::string image_path =
+        length > 0 ? std::string(opened, static_cast<size_t>(length))
+                   : spec.path;
+    process.engine_config =
+        EncodeEngineConfig(spec, options.engine, image_path);
+    PVDISK_ASSIGN_OR_RETURN(disk->supervisor_,
+                            transport::process::BackendSupervisor::Start(
+                                disk->transport_.get(), process));
+  }
   return disk;
 }
 
@@ -119,6 +198,8 @@ void Disk::Shutdown() {
   operations_.WaitForZero();
   // Open() may have failed half-way: only what exists is shut down.
   if (transport_) transport_->Shutdown();
+  // Drained: the backend process holds nothing and may go.
+  if (supervisor_) supervisor_->Stop();
   if (image_ && !image_->read_only() && fdatasync(image_->fd()) != 0) {
     LogInfo("fdatasync of %s failed: %s", image_->path(), strerror(errno));
   }
@@ -165,25 +246,41 @@ stats::DiskReport Disk::Report() const {
       {"irq", std::string(transport::InterruptModeName(t.queue.irq))},
       {"poll_us", absl::StrCat(t.backend.poll_us)},
       {"engine", std::string(io::EngineKindName(options_.engine))},
-      {"engine_depth", absl::StrCat(transport_->engine_depth())},
+      {"engine_depth", absl::StrCat(supervisor_ ? supervisor_->engine_depth()
+                                                : transport_->engine_depth())},
       {"engine_max_inflight",
        t.backend.engine_max_inflight == 0
            ? std::string("none")
            : absl::StrCat(t.backend.engine_max_inflight)},
-      {"engine_mode", std::string(transport_->engine_mode())},
+      {"engine_mode", supervisor_ ? supervisor_->engine_mode()
+                                  : std::string(transport_->engine_mode())},
       {"delay_us", delay_ ? absl::StrCat(delay_->us) : std::string("none")},
       {"delay_write_us",
        delay_ ? absl::StrCat(delay_->write_us) : std::string("none")},
-      {"fixed_buffers", transport_->uses_fixed_buffers() ? "yes" : "no"},
+      {"fixed_buffers", (supervisor_ ? supervisor_->fixed_buffers()
+                                     : transport_->uses_fixed_buffers())
+                            ? "yes"
+                            : "no"},
       {"fuse_io", options_.fuse_io},
       {"fuse_queues", options_.fuse_queues == 0
                           ? std::string("none")
                           : absl::StrCat(options_.fuse_queues, "x",
                                          options_.fuse_queue_depth)},
-      // Where the backend side of each queue runs: its own thread(s), or
-      // the thread of the FUSE queue its requests come from.
-      {"placement", std::string(transport::PlacementName(t.placement))},
+      // Where the backend side of each queue runs: its own thread(s), in
+      // the daemon or in a backend process, or the thread of the FUSE queue
+      // its requests come from.
+      {"placement", supervisor_ ? std::string("backend-process")
+                                : std::string(
+                                      transport::PlacementName(t.placement))},
+      {"backend", supervisor_ ? "process" : "thread"},
   };
+  if (supervisor_) {
+    report.config.push_back(
+        {"backend_pid", absl::StrCat(supervisor_->backend_pid())});
+    report.config.push_back({"backend_state", supervisor_->state()});
+    report.config.push_back(
+        {"backend_restart_limit", absl::StrCat(supervisor_->restart_limit())});
+  }
   if (rbd_) {
     report.config.push_back({"rbd_pool", rbd_->spec().pool});
     report.config.push_back({"rbd_image", rbd_->spec().image});

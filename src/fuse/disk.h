@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -15,6 +16,7 @@
 #include "io/rbd_image.h"
 #include "io/rbd_spec.h"
 #include "stats/render.h"
+#include "transport/process/backend_supervisor.h"
 #include "transport/transport.h"
 
 namespace pvdisk::fuse {
@@ -36,6 +38,14 @@ struct DiskSpec {
   std::optional<uint64_t> engine_fail;
   // ",lock=off" clears it: take no image lock (see io/image_lock.h).
   bool lock = true;
+  // The --disk argument as given, for a backend process to parse again.
+  std::string arg;
+};
+
+// Where each disk's backend runs (--backend).
+enum class BackendMode {
+  kThread,   // backend threads in the daemon
+  kProcess,  // a backend process per disk (transport/process/)
 };
 
 // Settings shared by every disk of a mount.
@@ -50,7 +60,34 @@ struct DiskOptions {
   std::string fuse_io = "classic";
   uint32_t fuse_queues = 0;
   uint32_t fuse_queue_depth = 0;
+  BackendMode backend = BackendMode::kThread;
+  // --backend process: deaths per minute before the disk fails with EIO.
+  uint32_t backend_restart_limit = 5;
+  // --backend process: whether backend processes write to the daemon's
+  // stderr (false for a daemon that detaches from its terminal).
+  bool backend_keeps_stderr = true;
 };
+
+// Whether `kind` wants the image opened with O_DIRECT.
+bool EngineWantsDirect(io::EngineKind kind);
+
+// How the backend of a disk makes its engines: `kind` over `image` (which
+// must outlive the factory), with `spec`'s fault injection. Used by the
+// daemon (Disk::Open) and by a backend process (cli/backend_command.cc).
+transport::EngineFactory EngineFactoryFor(const DiskSpec& spec,
+                                          io::EngineKind kind,
+                                          const io::ImageFile* image);
+
+// What a backend process gets in BackendSetup::engine_config: the --disk
+// argument (its path replaced by `image_path`, absolute) and the --engine,
+// to be read back by DecodeEngineConfig.
+std::string EncodeEngineConfig(const DiskSpec& spec, io::EngineKind kind,
+                               const std::string& image_path);
+struct EngineConfig {
+  std::string disk_arg;
+  io::EngineKind engine = io::EngineKind::kUring;
+};
+absl::StatusOr<EngineConfig> DecodeEngineConfig(std::string_view config);
 
 class Disk {
  public:
@@ -115,6 +152,8 @@ class Disk {
   std::unique_ptr<io::RbdImage> rbd_;
   bool locked_ = false;
   std::unique_ptr<transport::Transport> transport_;
+  // --backend process only: the backend process and its watcher.
+  std::unique_ptr<transport::process::BackendSupervisor> supervisor_;
   OperationsInFlight operations_;
   bool shut_down_ = false;
 };

@@ -57,7 +57,11 @@ enum class CounterKind {
   X(bounced_reqs, kCount,                                                      \
     "requests with more iovecs than the engine takes, served via a copy")      \
   X(engine_restarts, kCount,                                                   \
-    "times the backend replaced an engine that failed as a whole")
+    "times the backend replaced an engine that failed as a whole")             \
+  X(backend_restarts, kCount,                                                  \
+    "times a new backend process replaced one that died (--backend process)")  \
+  X(reissued_reqs, kCount,                                                     \
+    "ring requests written again for a new backend after one died")
 
 enum class Counter : int {
 #define PVDISK_COUNTER_ENUM(name, kind, meaning) name,

@@ -22,6 +22,11 @@ class EventFd {
     if (fd < 0) return ErrnoError(errno, "eventfd");
     return std::unique_ptr<EventFd>(new EventFd(fd));
   }
+  // Takes ownership of `fd`, an eventfd made elsewhere (a backend process
+  // receives its kick and interrupt eventfds this way).
+  static std::unique_ptr<EventFd> Adopt(int fd) {
+    return std::unique_ptr<EventFd>(new EventFd(fd));
+  }
   ~EventFd() { close(fd_); }
   EventFd(const EventFd&) = delete;
   EventFd& operator=(const EventFd&) = delete;

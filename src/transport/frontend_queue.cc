@@ -281,6 +281,22 @@ bool FrontendQueue::CanWrite(const Pending& pending) const {
 void FrontendQueue::WriteToRing(Pending& pending) {
   uint32_t id = free_ids_.back();
   free_ids_.pop_back();
+  for (const Member& member : pending.members) {
+    ++member.io->state_.dispatched;
+  }
+  Shadow& shadow = shadow_[id];
+  shadow.op = pending.op;
+  shadow.sector = pending.sector;
+  shadow.num_sectors = pending.num_sectors;
+  shadow.segments = std::move(pending.segments);
+  shadow.members = std::move(pending.members);
+  shadow.in_use = true;
+  WriteShadow(id);
+  stats_->Add(Counter::inflight);
+}
+
+void FrontendQueue::WriteShadow(uint32_t id) {
+  const Shadow& shadow = shadow_[id];
   // This id's table pages, for a protocol that needs them.
   table_pages_.clear();
   for (uint32_t t = 0; t < layout_.table_pages_per_request; ++t) {
@@ -288,23 +304,42 @@ void FrontendQueue::WriteToRing(Pending& pending) {
                            id * layout_.table_pages_per_request + t);
   }
   RingRequest request;
-  request.op = pending.op;
+  request.op = shadow.op;
   request.id = id;
-  request.sector = pending.sector;
-  request.num_sectors = pending.num_sectors;
-  request.segments = pending.segments.data();
-  request.segment_count = static_cast<uint32_t>(pending.segments.size());
+  request.sector = shadow.sector;
+  request.num_sectors = shadow.num_sectors;
+  request.segments = shadow.segments.data();
+  request.segment_count = static_cast<uint32_t>(shadow.segments.size());
   request.table_pages = table_pages_.data();
   request.table_page_count = layout_.table_pages_per_request;
   ring_->Write(request);
-  for (const Member& member : pending.members) {
-    ++member.io->state_.dispatched;
+}
+
+void FrontendQueue::Reconnect(
+    absl::FunctionRef<std::unique_ptr<DriverRing>()> fresh_ring) {
+  std::vector<BlockIo*> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (ring_stopped_) return;
+    // Responses the dead backend published are real results. Unpublished
+    // ones are lost with it: those requests are simply written again.
+    ring_->ConsumeResponses(
+        [&](uint64_t id, int result) { OnResponse(id, result, &done); });
+    ring_ = fresh_ring();
+    // Every request in flight fitted into the old ring at once, so all fit
+    // into the empty new one.
+    for (uint32_t id = 0; id < shadow_.size(); ++id) {
+      if (!shadow_[id].in_use) continue;
+      WriteShadow(id);
+      stats_->Add(Counter::reissued_reqs);
+    }
+    uint64_t now = policy_.plug_us > 0 ? NowNs() : 0;
+    Pump(now);
   }
-  Shadow& shadow = shadow_[id];
-  shadow.op = pending.op;
-  shadow.members = std::move(pending.members);
-  shadow.in_use = true;
-  stats_->Add(Counter::inflight);
+  // Always kick: the new backend must look at the ring whatever the
+  // notification rule said.
+  Kick();
+  Finish(done);
 }
 
 void FrontendQueue::DispatchStaging(uint64_t now_ns) {

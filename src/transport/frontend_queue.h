@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
 #include "stats/queue_stats.h"
 #include "transport/block_io.h"
 #include "transport/driver_ring.h"
@@ -112,6 +113,17 @@ class FrontendQueue final : public InterruptHandler {
   // everything else in the queue and every later Submit() with EIO.
   void OnRingStopped() override;
 
+  // The backend serving the ring died (a backend process, see
+  // process/backend_supervisor.h). Consumes the responses it published,
+  // replaces the ring with `fresh_ring()` (which initialises the shared ring
+  // anew), writes every request still in flight into it again, with the
+  // same id and the same data pages (still held: a write's data is as it
+  // was), publishes them and kicks. The new backend starts at index 0 like
+  // any backend of a new ring, so a request the dead one took but did not
+  // answer is taken again (`reissued_reqs`). No-op once the ring stopped.
+  // REQUIRES: no backend serves the ring while this runs.
+  void Reconnect(absl::FunctionRef<std::unique_ptr<DriverRing>()> fresh_ring);
+
   // Blocks until every submitted BlockIo has completed.
   void Drain();
 
@@ -139,8 +151,13 @@ class FrontendQueue final : public InterruptHandler {
     uint64_t staged_ns = 0;  // when it entered the staging queue
   };
   // A ring request in flight, indexed by its id.
+  // It keeps what was written to the ring, so that Reconnect() can write
+  // it again.
   struct Shadow {
     BlockOp op = BlockOp::kRead;
+    uint64_t sector = 0;
+    uint64_t num_sectors = 0;
+    std::vector<DataSegment> segments;
     Members members;
     bool in_use = false;
   };
@@ -162,6 +179,8 @@ class FrontendQueue final : public InterruptHandler {
   void DispatchStaging(uint64_t now_ns);
   bool CanWrite(const Pending& pending) const;
   void WriteToRing(Pending& pending);
+  // Writes in-flight request `id` (its shadow) into the ring.
+  void WriteShadow(uint32_t id);
   // Copies the write data of io's unprepared children aside.
   void StageWriteData(BlockIo* io);
   // Publishes and counts the kick decision; returns whether to kick.

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "transport/blkif/protocol.h"
+#include "transport/device_side.h"
 #include "transport/memory_budget.h"
 
 namespace pvdisk::transport {
@@ -51,38 +52,32 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
   layout.max_segments = options.max_segments;
   layout.pool_pages = memory.pool_pages;
   layout.table_pages_per_request = memory.table_pages_per_request;
-  uint32_t data_pages = memory.pool_pages + memory.table_pages;
   size_t ring_bytes = memory.ring_bytes;
   queue->ring_pages_ = static_cast<uint32_t>(ring_bytes / 4096);
   size_t region_bytes = memory.region_bytes;
 
+  PVDISK_ASSIGN_OR_RETURN(queue->shared_stats_,
+                          SharedStats::Create(options.name + "-stats"));
+  stats::QueueStats* stats = &queue->shared_stats_->stats();
   PVDISK_ASSIGN_OR_RETURN(queue->region_,
                           SharedRegion::Create(options.name, region_bytes));
   PVDISK_ASSIGN_OR_RETURN(queue->front_mapping_, queue->region_->Map());
-  PVDISK_ASSIGN_OR_RETURN(queue->back_mapping_, queue->region_->Map());
   PVDISK_ASSIGN_OR_RETURN(queue->kick_, EventFd::Create());
   PVDISK_ASSIGN_OR_RETURN(queue->irq_, EventFd::Create());
 
   uint8_t* front = queue->front_mapping_->base();
-  uint8_t* back = queue->back_mapping_->base();
-  queue->grants_ = options.persistent
-                       ? NewPersistentGrants(back + ring_bytes)
-                       : NewPerRequestGrants(queue->region_.get(), ring_bytes,
-                                             &queue->stats_);
   // The driver ring initialises the shared ring, so it comes first.
   std::unique_ptr<DriverRing> driver_ring = protocol.NewDriverRing(
       front, options.ring_size, front + ring_bytes, options.notify);
-  DeviceLimits limits;
-  limits.disk_sectors = options.disk_sectors;
-  limits.data_pages = data_pages;
-  limits.max_segments = options.max_segments;
-  limits.read_only = options.read_only;
-  limits.serial = options.serial;
-  queue->device_ring_ = protocol.NewDeviceRing(
-      back, options.ring_size, queue->grants_.get(), limits, options.notify);
+  PVDISK_ASSIGN_OR_RETURN(
+      DeviceSide device,
+      AttachDeviceSide(options, queue->region_.get(), stats));
+  queue->back_mapping_ = std::move(device.mapping);
+  queue->grants_ = std::move(device.grants);
+  queue->device_ring_ = std::move(device.ring);
   queue->frontend_ = std::make_unique<FrontendQueue>(
       std::move(driver_ring), front + ring_bytes, layout, options.policy,
-      queue->kick_.get(), queue->irq_.get(), &queue->stats_);
+      queue->kick_.get(), queue->irq_.get(), stats);
   return queue;
 }
 
@@ -98,7 +93,7 @@ BackendQueue Queue::ForBackend(int buffer_index) {
     backend.inline_interrupts = frontend_.get();
   }
   backend.frontend = frontend_.get();
-  backend.stats = &stats_;
+  backend.stats = &stats();
   backend.ring_slots = options_.ring_size;
   backend.buffer_index = buffer_index;
   return backend;
@@ -109,6 +104,15 @@ iovec Queue::PoolBuffer() const {
   size_t ring_bytes = protocol_->RingBytes(options_.ring_size);
   return iovec{back_mapping_->base() + ring_bytes,
                size_t{layout_.pool_pages} * 4096};
+}
+
+void Queue::ReconnectRing() {
+  uint8_t* front = front_mapping_->base();
+  size_t ring_bytes = protocol_->RingBytes(options_.ring_size);
+  frontend_->Reconnect([&] {
+    return protocol_->NewDriverRing(front, options_.ring_size,
+                                    front + ring_bytes, options_.notify);
+  });
 }
 
 }  // namespace pvdisk::transport

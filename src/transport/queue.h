@@ -20,6 +20,7 @@
 #include "transport/protocol.h"
 #include "transport/ring_request.h"
 #include "transport/shared_region.h"
+#include "transport/shared_stats.h"
 
 namespace pvdisk::transport {
 
@@ -70,7 +71,7 @@ class Queue {
   Queue& operator=(const Queue&) = delete;
 
   FrontendQueue& frontend() { return *frontend_; }
-  stats::QueueStats& stats() { return stats_; }
+  stats::QueueStats& stats() { return shared_stats_->stats(); }
 
   // How a BackendLoop reaches this queue; `buffer_index` is the engine
   // buffer that will hold the data pages, or -1.
@@ -86,6 +87,20 @@ class Queue {
   // QueueMemoryOf() (memory_budget.h) computed.
   size_t region_bytes() const { return region_->size(); }
 
+  // What a backend in another process receives (process/backend_host.h):
+  // the region, the counters, the kick and the interrupt eventfd.
+  const QueueOptions& options() const { return options_; }
+  const SharedRegion& region() const { return *region_; }
+  const SharedStats& shared_stats() const { return *shared_stats_; }
+  EventFd& kick() { return *kick_; }
+  EventFd& irq() { return *irq_; }
+
+  // After the backend serving this queue died: re-initialises the ring and
+  // has the frontend write every request the backend had not answered into
+  // it again (FrontendQueue::Reconnect). A new backend then attaches to the
+  // ring as to a new one. REQUIRES: no backend serves the ring meanwhile.
+  void ReconnectRing();
+
  private:
   Queue() = default;
 
@@ -93,7 +108,9 @@ class Queue {
   const Protocol* protocol_ = nullptr;
   FrontendLayout layout_;
   uint32_t ring_pages_ = 0;
-  stats::QueueStats stats_;
+  // The counters live in a memfd of their own, so that a backend process
+  // counts into them too.
+  std::unique_ptr<SharedStats> shared_stats_;
   std::unique_ptr<SharedRegion> region_;
   std::unique_ptr<RegionMapping> front_mapping_;
   std::unique_ptr<RegionMapping> back_mapping_;

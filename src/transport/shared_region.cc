@@ -32,9 +32,15 @@ absl::StatusOr<std::unique_ptr<SharedRegion>> SharedRegion::Create(
 SharedRegion::~SharedRegion() { close(fd_); }
 
 absl::StatusOr<std::unique_ptr<RegionMapping>> SharedRegion::Map() const {
-  void* base = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  return MapFirst(size_);
+}
+
+absl::StatusOr<std::unique_ptr<RegionMapping>> SharedRegion::MapFirst(
+    size_t length) const {
+  void* base =
+      mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (base == MAP_FAILED) return ErrnoError(errno, "mmap of shared region");
-  return std::make_unique<RegionMapping>(static_cast<uint8_t*>(base), size_);
+  return std::make_unique<RegionMapping>(static_cast<uint8_t*>(base), length);
 }
 
 }  // namespace pvdisk::transport

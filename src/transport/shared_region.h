@@ -34,12 +34,19 @@ class SharedRegion {
   // `name` shows in /proc/PID/fd for debugging.
   static absl::StatusOr<std::unique_ptr<SharedRegion>> Create(
       const std::string& name, size_t size);
+  // Takes ownership of `fd`, a region of `size` bytes made elsewhere (a
+  // backend process receives its queues' regions this way).
+  static std::unique_ptr<SharedRegion> Adopt(int fd, size_t size) {
+    return std::unique_ptr<SharedRegion>(new SharedRegion(fd, size));
+  }
   ~SharedRegion();
   SharedRegion(const SharedRegion&) = delete;
   SharedRegion& operator=(const SharedRegion&) = delete;
 
   // Maps the whole region once more (read-write, shared).
   absl::StatusOr<std::unique_ptr<RegionMapping>> Map() const;
+  // Maps only the first `length` bytes (a multiple of 4096).
+  absl::StatusOr<std::unique_ptr<RegionMapping>> MapFirst(size_t length) const;
 
   int fd() const { return fd_; }
   size_t size() const { return size_; }

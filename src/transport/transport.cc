@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "io/engine_factory.h"
+#include "transport/backend_group.h"
 
 namespace pvdisk::transport {
 
@@ -79,56 +80,30 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(
                             Queue::Create(queue_options));
     transport->queues_.push_back(std::move(queue));
   }
+  // With the backend elsewhere (a backend process) the daemon keeps only
+  // the frontends.
+  if (options.backend_elsewhere) return transport;
   if (options.placement == Placement::kInline) {
     // Backends come with their drivers (AttachDriven).
     transport->backends_.resize(options.queues);
     BackendOptions unused = options.backend;
-    transport->engine_depth_ =
-        transport->EngineDepthFor(options.queue.ring_size, &unused);
+    transport->engine_depth_ = EngineDepthFor(options.queue.ring_size, &unused);
     return transport;
   }
-  for (uint32_t t = 0; t < options.backend_threads; ++t) {
-    std::vector<BackendQueue> served;
-    std::vector<iovec> buffers;
-    uint32_t depth = 0;
-    for (uint32_t q = t; q < options.queues; q += options.backend_threads) {
-      Queue& queue = *transport->queues_[q];
-      iovec pool = queue.PoolBuffer();
-      int buffer_index = -1;
-      if (pool.iov_len > 0) {
-        buffer_index = static_cast<int>(buffers.size());
-        buffers.push_back(pool);
-      }
-      served.push_back(queue.ForBackend(buffer_index));
-      depth += options.queue.ring_size;
-    }
-    BackendOptions backend_options = options.backend;
-    uint32_t engine_depth = transport->EngineDepthFor(depth, &backend_options);
-    transport->engine_depth_ = std::max(transport->engine_depth_, engine_depth);
-    EngineMaker make_backend_engine = [make_engine, engine_depth] {
-      return make_engine(engine_depth, nullptr);
-    };
-    PVDISK_ASSIGN_OR_RETURN(
-        std::unique_ptr<BackendLoop> backend,
-        BackendLoop::Create(std::move(served), std::move(buffers),
-                            std::move(make_backend_engine), backend_options));
-    transport->backends_.push_back(std::move(backend));
+  std::vector<BackendQueue> backend_queues;
+  std::vector<iovec> pools;
+  for (auto& queue : transport->queues_) {
+    backend_queues.push_back(queue->ForBackend(-1));
+    pools.push_back(queue->PoolBuffer());
   }
+  PVDISK_ASSIGN_OR_RETURN(
+      BackendGroup group,
+      MakeBackendGroup(std::move(backend_queues), pools,
+                       options.backend_threads, options.queue.ring_size,
+                       options.backend, make_engine));
+  transport->backends_ = std::move(group.loops);
+  transport->engine_depth_ = group.engine_depth;
   return transport;
-}
-
-uint32_t Transport::EngineDepthFor(uint32_t ring_slots,
-                                   BackendOptions* backend) {
-  // The engine holds every request its rings can hold, unless that is more
-  // than an io_uring can: then the engine's depth becomes a cap the backend
-  // respects, shown in the stats header as engine_depth.
-  uint32_t engine_depth = std::min(ring_slots, io::kMaxEngineDepth);
-  if (engine_depth < ring_slots &&
-      (backend->engine_max_inflight == 0 ||
-       backend->engine_max_inflight > engine_depth)) {
-    backend->engine_max_inflight = engine_depth;
-  }
-  return engine_depth;
 }
 
 absl::StatusOr<Transport::Driven> Transport::AttachDriven(

@@ -56,6 +56,10 @@ struct TransportOptions {
   QueueMap queue_map = QueueMap::kOffset;
   BackendOptions backend;
   Placement placement = Placement::kBackendThread;
+  // The backend runs elsewhere (--backend process, see
+  // process/backend_supervisor.h): Create() makes the queues and no
+  // backend thread, and the caller attaches a backend to them.
+  bool backend_elsewhere = false;
 };
 
 // Checks queue counts and thread counts (and the queue options).
@@ -111,9 +115,6 @@ class Transport {
 
  private:
   Transport() = default;
-  // The engine depth for backends serving `ring_slots` entries in all, and
-  // the backend options with the cap that depth may need.
-  uint32_t EngineDepthFor(uint32_t ring_slots, BackendOptions* backend);
 
   TransportOptions options_;
   std::vector<std::unique_ptr<Queue>> queues_;

@@ -50,6 +50,10 @@ SharedMappings SharedMappingsOf(pid_t pid) {
     std::string range, perms, offset, device, inode, path;
     words >> range >> perms >> offset >> device >> inode >> path;
     if (path.rfind("/memfd:pvdisk-", 0) != 0) continue;
+    // A queue's counters (transport/shared_stats.h), not its region.
+    if (path.size() > 6 && path.compare(path.size() - 6, 6, "-stats") == 0) {
+      continue;
+    }
     size_t dash = range.find('-');
     uint64_t start = std::stoull(range.substr(0, dash), nullptr, 16);
     uint64_t end = std::stoull(range.substr(dash + 1), nullptr, 16);

@@ -65,7 +65,8 @@ const std::vector<std::string>& ConfigKeys() {
                                                 "fixed_buffers",
                                                 "fuse_io",
                                                 "fuse_queues",
-                                                "placement"};
+                                                "placement",
+                                                "backend"};
   return keys;
 }
 

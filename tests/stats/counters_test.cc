@@ -45,6 +45,8 @@ const std::vector<std::string_view>& ExpectedNames() {
       "invalid_reqs",
       "bounced_reqs",
       "engine_restarts",
+      "backend_restarts",
+      "reissued_reqs",
   };
   return *names;
 }
@@ -67,7 +69,7 @@ TEST(CountersTest, EnumIndexMatchesInfoTable) {
   EXPECT_EQ(kCounterInfo[Index(Counter::grant_unmaps)].name, "grant_unmaps");
   EXPECT_EQ(Index(Counter::grant_unmaps), Index(Counter::grant_maps) + 1);
   EXPECT_EQ(kCounterInfo[Index(Counter::errors)].name, "errors");
-  EXPECT_EQ(Index(Counter::engine_restarts), kNumCounters - 1);
+  EXPECT_EQ(Index(Counter::reissued_reqs), kNumCounters - 1);
 }
 
 TEST(CountersTest, KindsAndMeanings) {

@@ -148,6 +148,8 @@ struct TransportConfig {
   // When set, an engine fails as a whole when it fires (see
   // io/failing_engine.h).
   std::shared_ptr<io::EngineFailTrigger> fail_trigger;
+  // No backend threads: the test attaches its own backend.
+  bool backend_elsewhere = false;
 };
 
 class TransportFixture : public ::testing::Test {
@@ -202,6 +204,7 @@ class TransportFixture : public ::testing::Test {
     options.backend_threads = config.backend_threads;
     options.queue_map = config.queue_map;
     options.backend = config.backend;
+    options.backend_elsewhere = config.backend_elsewhere;
     io::ImageFile* image_file = image_.get();
     EngineFactory factory = [image_file, config](uint32_t depth,
                                                  io::RingLender* lender)
@@ -214,6 +217,7 @@ class TransportFixture : public ::testing::Test {
       engine_options.ring_lender = lender;
       return io::CreateEngine(engine_options, *image_file);
     };
+    factory_ = factory;
     auto transport = Transport::Create(options, factory);
     if (!transport.ok() && config.engine == io::EngineKind::kUring &&
         (absl::IsUnimplemented(transport.status()) ||
@@ -309,6 +313,7 @@ class TransportFixture : public ::testing::Test {
 
   std::string dir_;
   std::string path_;
+  EngineFactory factory_;  // the one the transport was made with
   std::unique_ptr<io::ImageFile> image_;
   std::unique_ptr<Transport> transport_;
   // TearDown() shuts the transport down before these go away.

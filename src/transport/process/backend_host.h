@@ -1,0 +1,30 @@
+// The backend process's side (`pvdisk __backend`, started by a
+// BackendSupervisor): receives one disk's setup and, per queue, only what a
+// Xen blkback shares with its frontend (the ring and data pages as a memfd,
+// the kick and interrupt eventfds) plus the queue's counters, opens the
+// image itself (through the EngineFactoryMaker), serves the rings with the
+// same BackendLoops the daemon runs in --backend thread, and ends when the
+// daemon closes the socket. It knows nothing else of the daemon: the
+// process was exec'd, so none of the daemon's memory is mapped here.
+#pragma once
+
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "transport/process/backend_setup.h"
+#include "transport/transport.h"
+
+namespace pvdisk::transport::process {
+
+// Makes the engine factory of the disk `setup` describes (its
+// engine_config), opening the image, and holds the fence (io_fence.h) on
+// that open of the image.
+using EngineFactoryMaker =
+    std::function<absl::StatusOr<EngineFactory>(const BackendSetup& setup)>;
+
+// Serves the disk over `socket` (a connected SOCK_SEQPACKET socket) until
+// the daemon closes it. Returns the process exit code: 0 after a clean stop,
+// 1 when the setup failed (the reason was sent to the daemon and printed).
+int RunBackendHost(int socket, const EngineFactoryMaker& make_factory);
+
+}  // namespace pvdisk::transport::process

@@ -1,0 +1,101 @@
+#include "transport/process/backend_setup.h"
+
+#include "absl/strings/str_cat.h"
+#include "transport/process/wire.h"
+#include "transport/transport.h"
+
+namespace pvdisk::transport::process {
+namespace {
+
+absl::Status Malformed(absl::string_view what) {
+  return absl::DataLossError(
+      absl::StrCat("malformed ", what, " packet from the peer"));
+}
+
+}  // namespace
+
+std::string EncodeSetup(const BackendSetup& setup) {
+  WireWriter out;
+  const QueueOptions& queue = setup.queue;
+  out.PutString(ProtocolOf(queue).name());
+  out.PutU64(queue.ring_size);
+  out.PutU64(queue.max_segments);
+  out.PutU64(queue.persistent ? 1 : 0);
+  out.PutU64(queue.notify == NotifyMode::kEventIdx ? 1 : 0);
+  out.PutU64(queue.disk_sectors);
+  out.PutU64(queue.read_only ? 1 : 0);
+  out.PutString(queue.serial);
+  out.PutString(queue.name);
+  out.PutU64(setup.queues);
+  out.PutU64(setup.backend_threads);
+  out.PutU64(setup.backend.engine_max_inflight);
+  out.PutU64(setup.backend.poll_us);
+  out.PutString(setup.engine_config);
+  out.PutU64(setup.fence_byte);
+  return out.data();
+}
+
+absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
+  WireReader in(payload);
+  BackendSetup setup;
+  QueueOptions& queue = setup.queue;
+  std::string protocol;
+  uint64_t ring_size, max_segments, persistent, event_idx, read_only, queues,
+      threads, max_inflight, poll_us;
+  if (!in.GetString(&protocol) || !in.GetU64(&ring_size) ||
+      !in.GetU64(&max_segments) || !in.GetU64(&persistent) ||
+      !in.GetU64(&event_idx) || !in.GetU64(&queue.disk_sectors) ||
+      !in.GetU64(&read_only) || !in.GetString(&queue.serial) ||
+      !in.GetString(&queue.name) || !in.GetU64(&queues) ||
+      !in.GetU64(&threads) || !in.GetU64(&max_inflight) ||
+      !in.GetU64(&poll_us) || !in.GetString(&setup.engine_config) ||
+      !in.GetU64(&setup.fence_byte)) {
+    return Malformed("setup");
+  }
+  absl::StatusOr<const Protocol*> found = FindProtocol(protocol);
+  if (!found.ok()) return found.status();
+  queue.protocol = *found;
+  queue.ring_size = static_cast<uint32_t>(ring_size);
+  queue.max_segments = static_cast<uint32_t>(max_segments);
+  queue.persistent = persistent != 0;
+  queue.notify = event_idx != 0 ? NotifyMode::kEventIdx : NotifyMode::kAlways;
+  queue.read_only = read_only != 0;
+  setup.queues = static_cast<uint32_t>(queues);
+  setup.backend_threads = static_cast<uint32_t>(threads);
+  setup.backend.engine_max_inflight = static_cast<uint32_t>(max_inflight);
+  setup.backend.poll_us = static_cast<uint32_t>(poll_us);
+  if (setup.queues < 1 || setup.queues > kMaxQueues ||
+      setup.backend_threads < 1 || setup.backend_threads > setup.queues) {
+    return Malformed("setup");
+  }
+  absl::Status valid = ValidateQueueOptions(queue);
+  if (!valid.ok()) return valid;
+  return setup;
+}
+
+std::string EncodeReady(const BackendReady& ready) {
+  WireWriter out;
+  out.PutU64(ready.ok ? 1 : 0);
+  out.PutString(ready.error);
+  out.PutString(ready.engine_mode);
+  out.PutU64(ready.engine_depth);
+  out.PutU64(ready.fixed_buffers ? 1 : 0);
+  return out.data();
+}
+
+absl::StatusOr<BackendReady> DecodeReady(std::string_view payload) {
+  WireReader in(payload);
+  BackendReady ready;
+  uint64_t ok, depth, fixed;
+  if (!in.GetU64(&ok) || !in.GetString(&ready.error) ||
+      !in.GetString(&ready.engine_mode) || !in.GetU64(&depth) ||
+      !in.GetU64(&fixed)) {
+    return Malformed("ready");
+  }
+  ready.ok = ok != 0;
+  ready.engine_depth = static_cast<uint32_t>(depth);
+  ready.fixed_buffers = fixed != 0;
+  return ready;
+}
+
+}  // namespace pvdisk::transport::process

@@ -1,0 +1,60 @@
+// What the daemon tells a backend process (the setup packet) and what the
+// backend answers once it serves the rings (the ready packet). After the
+// setup packet come one packet per queue with that queue's descriptors, in
+// the order of QueueFd.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "transport/backend_loop.h"
+#include "transport/queue.h"
+
+namespace pvdisk::transport::process {
+
+struct BackendSetup {
+  // What every queue of the disk shares (protocol, ring size, segments,
+  // persistent grants, notification, disk size, read-only, serial). The
+  // staging policy and the interrupt mode are the frontend's business.
+  QueueOptions queue;
+  uint32_t queues = 1;
+  uint32_t backend_threads = 1;
+  BackendOptions backend;
+  // How the backend makes its engines, opaque to the transport: the
+  // EngineFactoryMaker given to RunBackendHost() reads it (the pvdisk binary
+  // puts the --disk argument and --engine there; see
+  // cli/backend_command.cc).
+  std::string engine_config;
+  // The byte of the image the backend holds locked while it lives (see
+  // io_fence.h).
+  uint64_t fence_byte = 0;
+};
+
+// The descriptors of one queue, in their order in its packet.
+enum QueueFd : size_t {
+  kRegionFd = 0,  // the shared region (memfd): ring and data pages
+  kStatsFd,       // the queue's counters (SharedStats)
+  kKickFd,        // frontend -> backend notifications
+  kIrqFd,         // backend -> frontend notifications
+  kQueueFdCount,
+};
+
+std::string EncodeSetup(const BackendSetup& setup);
+absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload);
+
+// The backend's answer: it serves the rings (ok) or could not set up
+// (error, with the reason).
+struct BackendReady {
+  bool ok = false;
+  std::string error;
+  std::string engine_mode;
+  uint32_t engine_depth = 0;
+  bool fixed_buffers = false;
+};
+
+std::string EncodeReady(const BackendReady& ready);
+absl::StatusOr<BackendReady> DecodeReady(std::string_view payload);
+
+}  // namespace pvdisk::transport::process

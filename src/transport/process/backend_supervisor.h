@@ -1,0 +1,136 @@
+// BackendSupervisor: the daemon's side of --backend process. It runs one
+// disk's backend in a child process (fork, then exec of the pvdisk binary as
+// `pvdisk __backend`, see backend_host.h), hands it each queue's memfd,
+// counters and eventfds over a unix socket, and watches it through a pidfd.
+//
+// Recovery: when the backend process dies (any signal or exit), the watcher
+// (1) reaps it, (2) waits for the I/O fence (io_fence.h) so that none of its
+// I/O is still in flight, (3) has every queue's frontend re-initialise its
+// ring and write again every request the backend had not answered
+// (Queue::ReconnectRing), and (4) starts a new backend process, which
+// attaches to the rings like a first one (`backend_restarts`). Applications
+// only see a pause. Requests the dead backend had done but not answered run
+// twice, which a block device allows (see docs/design.md).
+//
+// A backend that dies more than `restart_limit` times within a minute is
+// not restarted again: the disk's pending and later requests fail with EIO,
+// stderr says so and the stats header shows backend_state=failed.
+//
+// The backend never outlives the daemon: it is killed when the thread that
+// started it (the watcher, alive as long as the supervisor) ends
+// (PR_SET_PDEATHSIG), and it stops by itself when the socket closes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "transport/event_fd.h"
+#include "transport/process/backend_setup.h"
+#include "transport/transport.h"
+
+namespace pvdisk::transport::process {
+
+inline constexpr uint32_t kDefaultRestartLimit = 5;
+
+struct BackendProcessOptions {
+  // The pvdisk binary to exec; /proc/self/exe is the running daemon's own
+  // binary, even if the file was replaced since.
+  std::string executable = "/proc/self/exe";
+  // Shown in the backend's command line (e.g. the image path).
+  std::string label;
+  // Deaths tolerated within a minute before the disk fails.
+  uint32_t restart_limit = kDefaultRestartLimit;
+  // The daemon's own open of the image, for the I/O fence.
+  int image_fd = -1;
+  // Passed to the backend's EngineFactoryMaker (BackendSetup::engine_config).
+  std::string engine_config;
+  // Whether the backend writes its messages to the daemon's stderr. A
+  // daemon that detaches from its terminal once mounted must not leave that
+  // terminal (or the pipe of whoever ran `pvdisk mount`) open in its
+  // backends: then they write to /dev/null, like the daemon. Their stdin
+  // and stdout are /dev/null always.
+  bool keep_stderr = true;
+};
+
+class BackendSupervisor {
+ public:
+  // Starts the backend process for `transport`'s queues (made with
+  // backend_elsewhere) and returns once it serves them, or with the reason
+  // it could not (e.g. the image could not be opened there).
+  static absl::StatusOr<std::unique_ptr<BackendSupervisor>> Start(
+      Transport* transport, const BackendProcessOptions& options);
+  ~BackendSupervisor();
+  BackendSupervisor(const BackendSupervisor&) = delete;
+  BackendSupervisor& operator=(const BackendSupervisor&) = delete;
+
+  // Ends the backend process (it answers what it took first) and the
+  // watcher. Call once the transport has drained. Idempotent.
+  void Stop();
+
+  // For the stats header. Any thread.
+  pid_t backend_pid() const { return pid_.load(std::memory_order_relaxed); }
+  // "running", "restarting" or "failed".
+  std::string state() const;
+  std::string engine_mode() const;
+  uint32_t engine_depth() const;
+  bool fixed_buffers() const;
+  uint32_t restart_limit() const { return options_.restart_limit; }
+
+ private:
+  BackendSupervisor(Transport* transport, const BackendProcessOptions& options);
+
+  // The watcher thread: starts the first backend (reporting the outcome to
+  // Start()), then restarts it whenever it dies until Stop() or the limit.
+  void Watch();
+  // Starts a backend process and waits until it serves the rings. On
+  // failure nothing of it is left.
+  absl::Status Spawn();
+  // Sends the setup and the queues' descriptors, and waits for the answer.
+  absl::Status Attach();
+  // Waits for the backend to die or for Stop(); true if Stop() was asked.
+  bool WaitForDeathOrStop();
+  // Reaps the backend; returns how it ended, for the log.
+  std::string Reap();
+  // Closes the socket, gives the backend time to stop cleanly, kills it
+  // otherwise, and reaps it.
+  void EndBackend();
+  // Records a death now; false if that makes more than restart_limit within
+  // a minute.
+  bool MayRestart();
+  // Fails every queue's pending and later I/O with EIO.
+  void GiveUp(const std::string& why);
+  void SetState(const char* state);
+
+  Transport* const transport_;
+  const BackendProcessOptions options_;
+  const uint64_t fence_byte_;
+  std::unique_ptr<EventFd> stop_;
+  std::atomic<bool> stopping_{false};
+  std::thread watcher_;
+
+  // The current backend process (watcher thread only, but pid_ any thread).
+  std::atomic<pid_t> pid_{-1};
+  int pidfd_ = -1;
+  int socket_ = -1;
+  std::deque<std::chrono::steady_clock::time_point> deaths_;
+
+  mutable std::mutex mu_;
+  // Guarded by mu_.
+  std::string state_ = "starting";
+  BackendReady ready_;
+  bool first_done_ = false;
+  absl::Status first_status_;
+  std::condition_variable first_cv_;
+};
+
+}  // namespace pvdisk::transport::process
