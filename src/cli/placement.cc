@@ -17,11 +17,18 @@ std::string FlagAgainstInline(const ParsedArgs& parsed,
                               const std::vector<fuse::DiskSpec>& disks,
                               const transport::TransportOptions& transport,
                               uint32_t cpus) {
+  if (parsed.Get("backend", "thread") == "process") {
+    return "--backend process";
+  }
   for (const fuse::DiskSpec& disk : disks) {
     if (disk.engine_fail) {
       return absl::StrCat("--disk ", disk.path,
                           ",engine_fail=", *disk.engine_fail);
     }
+    // Engines that complete by themselves (a delay's timer, librbd's
+    // eventfd) wake only a thread that sleeps in their own Run().
+    if (disk.delay) return absl::StrCat("--disk ", disk.path, ",delay=");
+    if (disk.rbd) return absl::StrCat("--disk ", disk.path);
   }
   if (parsed.Has("queues") && transport.queues != cpus) {
     return absl::StrCat("--queues ", transport.queues);

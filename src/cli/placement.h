@@ -9,7 +9,10 @@
 // another N, --queue-map, --backend-threads, --irq thread, --poll-us) make
 // no sense with it and are refused; so is --fuse-io classic, and the
 // test-only engine_fail= (an engine on a borrowed ring never fails as a
-// whole, and replacing one would need its ring's owner to wait for it).
+// whole, and replacing one would need its ring's owner to wait for it),
+// --backend process (the backend is in another process), and disks whose
+// engine completes by itself rather than on the ring (delay=, rbd:): their
+// completions wake only a thread that sleeps in the engine's own Run().
 // backend-thread: today's backend threads, whatever the FUSE channel; the
 // notification experiments use it, since they need two sides.
 // auto (the default): inline where the FUSE channel is uring and no flag
