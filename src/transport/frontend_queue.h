@@ -134,6 +134,7 @@ class FrontendQueue final : public InterruptHandler {
     BlockOp op = BlockOp::kRead;
     Members members;
     bool in_use = false;
+    uint64_t pushed_ns = 0;  // when it went onto the ring, for inflight_ns
   };
 
   void CompletionLoop();
