@@ -15,6 +15,8 @@ inline constexpr int kExitUsage = 2;
 int RunCreate(const std::vector<std::string>& args);
 int RunMount(const std::vector<std::string>& args);
 int RunUnmount(const std::vector<std::string>& args);
+int RunStat(const std::vector<std::string>& args);
+int RunList(const std::vector<std::string>& args);
 
 // Prints "pvdisk: <message>" to stderr.
 void PrintError(const std::string& message);

@@ -25,6 +25,7 @@
 #include "cli/commands.h"
 #include "cli/disk_arg.h"
 #include "cli/fuse_conf.h"
+#include "cli/mount_flags.h"
 #include "cli/mount_table.h"
 #include "fuse/channel/uring_channel.h"
 #include "fuse/channel/uring_support.h"
@@ -50,6 +51,8 @@ struct MountConfig {
   bool allow_other = false;
   bool foreground = false;
 };
+
+}  // namespace
 
 const std::vector<FlagSpec>& MountFlags() {
   static const std::vector<FlagSpec> specs = {
@@ -134,6 +137,8 @@ const std::vector<FlagSpec>& MountFlags() {
   };
   return specs;
 }
+
+namespace {
 
 // Checks the command line and the things it names; fills `config`.
 absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {

@@ -60,6 +60,23 @@ bool IsWholeNumber(std::string_view text) {
   });
 }
 
+// The counters, the latency columns and the histograms of one row.
+std::string JsonCounters(const QueueSnapshot& snapshot) {
+  std::vector<std::string> names = ColumnNames();
+  std::vector<uint64_t> values = RowValues(snapshot);
+  std::vector<std::string> fields;
+  for (size_t i = 0; i < names.size(); ++i) {
+    fields.push_back(absl::StrCat(JsonString(names[i]), ": ", values[i]));
+  }
+  fields.push_back(absl::StrCat("\"read_latency_ns\": ",
+                                JsonHistogram(snapshot.read_latency)));
+  fields.push_back(absl::StrCat("\"write_latency_ns\": ",
+                                JsonHistogram(snapshot.write_latency)));
+  return absl::StrJoin(fields, ", ");
+}
+
+}  // namespace
+
 std::string JsonString(std::string_view text) {
   std::string out = "\"";
   for (char c : text) {
@@ -87,23 +104,6 @@ std::string JsonString(std::string_view text) {
   out += '"';
   return out;
 }
-
-// The counters, the latency columns and the histograms of one row.
-std::string JsonCounters(const QueueSnapshot& snapshot) {
-  std::vector<std::string> names = ColumnNames();
-  std::vector<uint64_t> values = RowValues(snapshot);
-  std::vector<std::string> fields;
-  for (size_t i = 0; i < names.size(); ++i) {
-    fields.push_back(absl::StrCat(JsonString(names[i]), ": ", values[i]));
-  }
-  fields.push_back(absl::StrCat("\"read_latency_ns\": ",
-                                JsonHistogram(snapshot.read_latency)));
-  fields.push_back(absl::StrCat("\"write_latency_ns\": ",
-                                JsonHistogram(snapshot.write_latency)));
-  return absl::StrJoin(fields, ", ");
-}
-
-}  // namespace
 
 std::vector<std::string> LatencyColumnNames() {
   std::vector<std::string> names = {"lat_us_p50", "lat_us_p99"};

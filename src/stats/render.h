@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct DiskReport {
   std::vector<std::pair<std::string, std::string>> config;
   std::vector<QueueSnapshot> queues;
 };
+
+// `text` as a JSON string literal, quotes included.
+std::string JsonString(std::string_view text);
 
 // When a report was taken, for rates: both on the daemon's MonotonicNanos()
 // clock (stats/clock.h).
