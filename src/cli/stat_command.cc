@@ -27,6 +27,7 @@
 #include "cli/mount_stats.h"
 #include "stats/iostat.h"
 #include "stats/render.h"
+#include "stats/text_table.h"
 
 namespace pvdisk::cli {
 namespace {
@@ -207,23 +208,7 @@ std::string TextReport(const std::string& mountpoint, double interval_s,
     }
     cells.push_back(line);
   }
-  std::vector<size_t> widths(header.size(), 0);
-  for (const auto& line : cells) {
-    for (size_t c = 0; c < line.size(); ++c) {
-      widths[c] = std::max(widths[c], line[c].size());
-    }
-  }
-  for (const auto& line : cells) {
-    std::string text;
-    for (size_t c = 0; c < line.size(); ++c) {
-      if (c > 0) text += ' ';
-      std::string pad(widths[c] - line[c].size(), ' ');
-      text += c < 2 ? line[c] + pad : pad + line[c];
-    }
-    while (!text.empty() && text.back() == ' ') text.pop_back();
-    absl::StrAppend(&out, text, "\n");
-  }
-  return out + "\n";
+  return out + stats::AlignColumns(cells, 2, " ") + "\n";
 }
 
 // The rows between two documents of the same mount. A disk or queue missing
@@ -313,8 +298,7 @@ int RunStat(const std::vector<std::string>& args) {
         "usage: pvdisk stat MOUNTPOINT [flags]\n"
         "iostat -x for a pvdisk mount; columns:\n");
     for (const stats::IostatColumn& column : stats::kIostatColumns) {
-      std::printf("  %-12s %s\n", column.name,
-                  column.meaning);
+      std::printf("  %-12s %s\n", column.name, column.meaning);
     }
     std::printf("flags:\n%s", FlagHelp(StatFlags()).c_str());
     return kExitOk;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "stats/text_table.h"
 
 namespace pvdisk::stats {
 namespace {
@@ -141,27 +142,8 @@ std::string RenderText(const std::vector<DiskReport>& disks) {
     }
     add_row("total", Total(disk.queues.data(), disk.queues.size()));
 
-    std::vector<size_t> widths(header.size(), 0);
-    for (const auto& row : rows) {
-      for (size_t c = 0; c < row.size(); ++c) {
-        widths[c] = std::max(widths[c], row[c].size());
-      }
-    }
-    for (const auto& row : rows) {
-      std::string line;
-      for (size_t c = 0; c < row.size(); ++c) {
-        if (c > 0) line += "  ";
-        // Names left-aligned, numbers right-aligned.
-        size_t pad = widths[c] - row[c].size();
-        if (c < 2) {
-          line += row[c] + std::string(pad, ' ');
-        } else {
-          line += std::string(pad, ' ') + row[c];
-        }
-      }
-      while (!line.empty() && line.back() == ' ') line.pop_back();
-      absl::StrAppend(&out, line, "\n");
-    }
+    // Names (disk, queue) left-aligned, numbers right-aligned.
+    absl::StrAppend(&out, AlignColumns(rows, 2, "  "));
   }
   return out;
 }
