@@ -1,6 +1,7 @@
 # The two commands a new user runs (see README.md):
-#   make run   installs what is missing, builds, mounts a 1 GiB image, drives
-#              it with fio, shows the stats, unmounts
+#   make run   installs what is missing, builds only the pvdisk binary, mounts
+#              a 1 GiB image, drives it with fio while `pvdisk stat` watches,
+#              shows the stats, unmounts
 #   make test  installs what is missing, builds, runs the whole suite (ctest)
 #   make bench installs what is missing, builds, runs the microbenchmarks,
 #              bench/compare and bench/experiments; results go to results/
@@ -18,7 +19,7 @@ ARGS ?=
 FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build run test format clean fuzz fuzz-build
+.PHONY: all deps build build-pvdisk run test format clean fuzz fuzz-build
 .PHONY: bench bench-micro bench-compare bench-experiments
 
 all: build
@@ -31,6 +32,12 @@ build: deps
 	  -DPVDISK_FUZZ_BUILD_DIR=$(abspath $(FUZZ_BUILD_DIR)) >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
+# Only what the demo needs: the pvdisk binary, not the test suite.
+build-pvdisk: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
+	  -DPVDISK_FUZZ_BUILD_DIR=$(abspath $(FUZZ_BUILD_DIR)) >/dev/null
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target pvdisk
+
 # Only the fuzz targets, each from the few sources it tests (tests/fuzz/).
 fuzz-build: deps
 	@cmake -S . -B $(FUZZ_BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
@@ -40,7 +47,7 @@ fuzz-build: deps
 fuzz: fuzz-build
 	@tests/fuzz/run_all.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)
 
-run: build
+run: build-pvdisk
 	@scripts/demo.sh $(BUILD_DIR)
 
 # The ctest tests fuzz.NAME run the fuzzing tree's targets a few seconds each.

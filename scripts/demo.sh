@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: mount a 1 GiB sparse image, drive it with fio through the
-# mountpoint, show the stats, unmount. Everything lives under BUILD_DIR/demo.
+# mountpoint while `pvdisk stat` shows it live, show the stats, unmount.
+# Everything lives under BUILD_DIR/demo.
 set -euo pipefail
 build=${1:-build}
 demo="$build/demo"
@@ -29,9 +30,21 @@ fio --name=demo --filename="$mnt/disk0.img" --ioengine=io_uring --direct=1 \
     --verify_state_save=0 --group_reporting --output-format=terse \
     --terse-version=3 >/dev/null
 echo "   randwrite 64 MiB + crc32c verify: ok"
+echo
+echo "== fio: 4 KiB random reads, iodepth 32, 6 s; beside it pvdisk stat --queues"
 fio --name=randread --filename="$mnt/disk0.img" --ioengine=io_uring --direct=1 \
-    --rw=randread --bs=4k --iodepth=32 --size=1G --time_based --runtime=5 \
-    --group_reporting | grep -E "IOPS|lat \(usec\).*avg" | head -3
+    --rw=randread --bs=4k --iodepth=32 --size=1G --time_based --runtime=6 \
+    --group_reporting >"$demo/fio.out" &
+fio_pid=$!
+sleep 1
+"$pvdisk" stat "$mnt" --interval 1 --count 5 --queues
+wait "$fio_pid"
+echo "== fio's own view"
+grep -E "IOPS|lat \(usec\).*avg" "$demo/fio.out" | head -3
+
+echo
+echo "== pvdisk list"
+"$pvdisk" list
 
 echo
 echo "== cat $mnt/stats"

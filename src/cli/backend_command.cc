@@ -36,7 +36,9 @@ absl::StatusOr<transport::EngineFactory> MakeEngineFactory(
   transport::EngineFactory make =
       fuse::EngineFactoryFor(spec, config.engine, image.get());
   return transport::EngineFactory(
-      [image, make](uint32_t depth) { return make(depth); });
+      [image, make](uint32_t depth, io::RingLender* lender) {
+        return make(depth, lender);
+      });
 }
 
 }  // namespace

@@ -18,6 +18,8 @@ int RunUnmount(const std::vector<std::string>& args);
 // The hidden `__backend` command: a disk's backend process (--backend
 // process); only the daemon starts it.
 int RunBackend(const std::vector<std::string>& args);
+int RunStat(const std::vector<std::string>& args);
+int RunList(const std::vector<std::string>& args);
 
 // Prints "pvdisk: <message>" to stderr.
 void PrintError(const std::string& message);

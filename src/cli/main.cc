@@ -16,8 +16,13 @@ constexpr const char* kUsage =
     "FUSE\n"
     "  unmount MOUNTPOINT                   stop the daemon cleanly and "
     "unmount\n"
+    "  stat MOUNTPOINT [--interval S] [...] iostat -x of a mount, per disk "
+    "and queue\n"
+    "  list [--json]                        every pvdisk mount, its daemon, "
+    "disks and flags\n"
     "\n"
-    "'pvdisk COMMAND --help' lists a command's flags.\n";
+    "'pvdisk COMMAND --help' lists a command's flags; 'pvdisk --version' "
+    "prints the version.\n";
 
 }  // namespace
 
@@ -33,11 +38,18 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return kExitOk;
   }
+  if (command == "--version" || command == "version") {
+    std::printf("pvdisk %s\n", PVDISK_VERSION);
+    return kExitOk;
+  }
   if (command == "create") return RunCreate(args);
   if (command == "mount") return RunMount(args);
   if (command == "unmount" || command == "umount") return RunUnmount(args);
   if (command == "__backend") return RunBackend(args);
+  if (command == "stat") return RunStat(args);
+  if (command == "list") return RunList(args);
   PrintError("unknown command '" + command +
-             "'; allowed: create, mount, unmount (see pvdisk --help)");
+             "'; allowed: create, mount, unmount, stat, list, --version (see "
+             "pvdisk --help)");
   return kExitUsage;
 }

@@ -25,6 +25,7 @@
 #include "cli/commands.h"
 #include "cli/disk_arg.h"
 #include "cli/fuse_conf.h"
+#include "cli/mount_flags.h"
 #include "cli/mount_table.h"
 #include "cli/placement.h"
 #include "fuse/channel/uring_channel.h"
@@ -55,6 +56,8 @@ struct MountConfig {
   bool allow_other = false;
   bool foreground = false;
 };
+
+}  // namespace
 
 const std::vector<FlagSpec>& MountFlags() {
   static const std::vector<FlagSpec> specs = {
@@ -164,6 +167,7 @@ const std::vector<FlagSpec>& MountFlags() {
   return specs;
 }
 
+namespace {
 // The checks of an rbd: disk that need no cluster: its conf= exists (and
 // becomes absolute: the daemon changes to /), it is not given twice, its
 // name is allowed. Returns the file name in the mount: the image's.

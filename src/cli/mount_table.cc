@@ -35,10 +35,10 @@ std::string Unescape(const std::string& field) {
 
 }  // namespace
 
-std::optional<MountEntry> FindMount(const std::string& absolute_path) {
+std::vector<MountEntry> AllMounts() {
   std::ifstream in("/proc/self/mountinfo");
   std::string line;
-  std::optional<MountEntry> found;
+  std::vector<MountEntry> entries;
   while (std::getline(in, line)) {
     // id parent major:minor root mount_point options [optional...] - type
     // source super
@@ -52,7 +52,15 @@ std::optional<MountEntry> FindMount(const std::string& absolute_path) {
     words >> entry.fs_type >> entry.source;
     entry.mount_point = Unescape(mount_point);
     entry.source = Unescape(entry.source);
-    if (entry.mount_point == absolute_path) found = entry;
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+std::optional<MountEntry> FindMount(const std::string& absolute_path) {
+  std::optional<MountEntry> found;
+  for (MountEntry& entry : AllMounts()) {
+    if (entry.mount_point == absolute_path) found = std::move(entry);
   }
   return found;
 }

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace pvdisk::cli {
 
@@ -14,6 +15,9 @@ struct MountEntry {
   std::string fs_type;  // e.g. "fuse.pvdisk"
   std::string source;   // e.g. "pvdisk-1234"
 };
+
+// Every entry of /proc/self/mountinfo, in its order.
+std::vector<MountEntry> AllMounts();
 
 // The entry mounted at exactly `absolute_path` (the last one if stacked).
 std::optional<MountEntry> FindMount(const std::string& absolute_path);

@@ -8,6 +8,7 @@
 #include "fuse/channel/server.h"
 #include "fuse/fuse_ops.h"
 #include "fuse/inline_driver.h"
+#include "stats/clock.h"
 
 namespace pvdisk::fuse {
 Filesystem::Filesystem(std::vector<std::unique_ptr<Disk>> disks,
@@ -16,7 +17,8 @@ Filesystem::Filesystem(std::vector<std::unique_ptr<Disk>> disks,
     : disks_(std::move(disks)),
       fuse_threads_(fuse_threads),
       allow_other_(allow_other),
-      channel_(channel) {
+      channel_(channel),
+      stats_since_ns_(stats::MonotonicNanos()) {
   for (auto& disk : disks_)
     disk_ios_.push_back(std::make_unique<DiskIo>(disk.get()));
 }
@@ -34,11 +36,16 @@ std::string Filesystem::StatsText() const {
 std::string Filesystem::StatsJson() const {
   std::vector<stats::DiskReport> reports;
   for (const auto& disk : disks_) reports.push_back(disk->Report());
-  return stats::RenderJson(reports);
+  stats::ReportClock clock;
+  clock.now_ns = stats::MonotonicNanos();
+  clock.since_ns = stats_since_ns_.load(std::memory_order_relaxed);
+  clock.daemon_pid = getpid();
+  return stats::RenderJson(reports, clock);
 }
 
 void Filesystem::ResetStats() {
   for (auto& disk : disks_) disk->ResetStats();
+  stats_since_ns_.store(stats::MonotonicNanos(), std::memory_order_relaxed);
 }
 
 absl::Status Filesystem::MountAndServe(

@@ -8,6 +8,7 @@
 // files are opened with direct_io, so the page cache is never involved.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -66,6 +67,9 @@ class Filesystem {
   const unsigned fuse_threads_;
   const bool allow_other_;
   const FuseChannelOptions channel_;
+  // When the counters started (mount or the last reset), on
+  // stats::MonotonicNanos()'s clock, for stats.json's "since_ns".
+  std::atomic<uint64_t> stats_since_ns_;
 };
 
 }  // namespace pvdisk::fuse

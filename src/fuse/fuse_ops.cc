@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <memory>
@@ -18,6 +17,7 @@
 #include "fuse/attributes.h"
 #include "fuse/filesystem.h"
 #include "fuse/inodes.h"
+#include "stats/clock.h"
 #include "stats/counters.h"
 #include "stats/stats_command.h"
 
@@ -102,13 +102,6 @@ void ReplyStatus(Reply& reply, int64_t result) {
 // they answer is move-only, so they share it.
 std::shared_ptr<Reply> Share(Reply reply) {
   return std::make_shared<Reply>(std::move(reply));
-}
-
-uint64_t NowNanos() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
 }
 
 }  // namespace
@@ -223,7 +216,7 @@ void FilesystemHandler::Read(const Request& request, Reply reply) {
   transport::Queue& queue = fs_.disk(index).QueueFor(request.offset / 512);
   stats::QueueStats& queue_stats = queue.stats();
   queue_stats.Add(Counter::fuse_reads);
-  uint64_t start = NowNanos();
+  uint64_t start = stats::MonotonicNanos();
   fs_.disk_io(index).Read(
       queue, request.offset, request.size,
       [reply = Share(std::move(reply)), start, &queue_stats](
@@ -233,7 +226,8 @@ void FilesystemHandler::Read(const Request& request, Reply reply) {
         } else {
           reply->Data(std::span<const iovec>(data.data(), data.size()));
         }
-        queue_stats.RecordLatency(NowNanos() - start);
+        queue_stats.RecordLatency(stats::Direction::kRead,
+                                  stats::MonotonicNanos() - start);
       });
 }
 
@@ -253,7 +247,7 @@ void FilesystemHandler::Write(const Request& request, Reply reply) {
   transport::Queue& queue = fs_.disk(index).QueueFor(request.offset / 512);
   stats::QueueStats& queue_stats = queue.stats();
   queue_stats.Add(Counter::fuse_writes);
-  uint64_t start = NowNanos();
+  uint64_t start = stats::MonotonicNanos();
   fs_.disk_io(index).Write(
       queue, request.offset, request.data.data(), request.data.size(),
       [reply = Share(std::move(reply)), start, &queue_stats](int64_t result) {
@@ -262,7 +256,8 @@ void FilesystemHandler::Write(const Request& request, Reply reply) {
         } else {
           reply->Struct(protocol::WriteOut(static_cast<uint32_t>(result)));
         }
-        queue_stats.RecordLatency(NowNanos() - start);
+        queue_stats.RecordLatency(stats::Direction::kWrite,
+                                  stats::MonotonicNanos() - start);
       });
 }
 

@@ -21,6 +21,12 @@ enum class CounterKind {
 #define PVDISK_QUEUE_COUNTERS(X)                                               \
   X(fuse_reads, kCount, "FUSE READ requests received")                         \
   X(fuse_writes, kCount, "FUSE WRITE requests received")                       \
+  X(reads_done, kCount, "FUSE READ requests answered (data or error)")         \
+  X(writes_done, kCount, "FUSE WRITE requests answered (done or error)")       \
+  X(read_lat_ns, kCount,                                                       \
+    "sum of the answered READs' latencies, arrival to reply, in ns")           \
+  X(write_lat_ns, kCount,                                                      \
+    "sum of the answered WRITEs' latencies, arrival to reply, in ns")          \
   X(reqs_read, kCount, "read requests on the ring")                            \
   X(reqs_write, kCount, "write requests on the ring")                          \
   X(reqs_flush, kCount, "flush requests on the ring")                          \
@@ -40,6 +46,9 @@ enum class CounterKind {
   X(plugs, kCount, "requests held back by --plug-us so that they could merge") \
   X(inflight, kGauge, "ring requests pushed and not yet answered")             \
   X(inflight_max, kMax, "highest inflight seen")                               \
+  X(inflight_ns, kCount,                                                       \
+    "time-integral of inflight in ns: each answered ring request adds the "    \
+    "time it spent on the ring")                                               \
   X(engine_inflight_max, kMax,                                                 \
     "highest number of I/Os in flight at the engine")                          \
   X(kicks_sent, kCount, "frontend-to-backend notifications sent")              \

@@ -17,13 +17,26 @@ int LatencyHistogram::BucketOf(uint64_t nanoseconds) {
   return exponent * kSubBuckets + sub;
 }
 
+uint64_t LatencyHistogram::LowerBound(int bucket) {
+  int exponent = bucket / kSubBuckets;
+  uint64_t sub = static_cast<uint64_t>(bucket % kSubBuckets);
+  if (exponent == 0) return sub;
+  // Bucket covers [(kSubBuckets + sub) << shift, (kSubBuckets + sub + 1) <<
+  // shift).
+  return (kSubBuckets + sub) << (exponent - 1);
+}
+
 uint64_t LatencyHistogram::UpperBound(int bucket) {
   int exponent = bucket / kSubBuckets;
   uint64_t sub = static_cast<uint64_t>(bucket % kSubBuckets);
   if (exponent == 0) return sub;
-  int shift = exponent - 1;
-  // Bucket covers [(8 + sub) << shift, (9 + sub) << shift).
-  return ((kSubBuckets + sub + 1) << shift) - 1;
+  return ((kSubBuckets + sub + 1) << (exponent - 1)) - 1;
+}
+
+uint64_t LatencyHistogram::Count(const Buckets& buckets) {
+  uint64_t total = 0;
+  for (uint64_t c : buckets) total += c;
+  return total;
 }
 
 LatencyHistogram::Buckets LatencyHistogram::Snapshot() const {
@@ -39,8 +52,7 @@ void LatencyHistogram::Reset() {
 }
 
 uint64_t LatencyHistogram::Percentile(const Buckets& buckets, double fraction) {
-  uint64_t total = 0;
-  for (uint64_t c : buckets) total += c;
+  uint64_t total = Count(buckets);
   if (total == 0) return 0;
   // Rank of the sample we want, 1-based: ceil(fraction * total).
   double wanted = fraction * static_cast<double>(total);

@@ -4,12 +4,19 @@
 
 namespace pvdisk::stats {
 
+LatencyHistogram::Buckets QueueSnapshot::AllLatency() const {
+  LatencyHistogram::Buckets all = read_latency;
+  for (size_t b = 0; b < all.size(); ++b) all[b] += write_latency[b];
+  return all;
+}
+
 QueueSnapshot QueueStats::Snapshot() const {
   QueueSnapshot out;
   for (size_t i = 0; i < kNumCounters; ++i) {
     out.values[i] = values_[i].load(std::memory_order_relaxed);
   }
-  out.latency = latency_.Snapshot();
+  out.read_latency = read_latency_.Snapshot();
+  out.write_latency = write_latency_.Snapshot();
   return out;
 }
 
@@ -22,7 +29,8 @@ void QueueStats::Reset() {
   values_[Index(Counter::inflight_max)].store(
       values_[Index(Counter::inflight)].load(std::memory_order_relaxed),
       std::memory_order_relaxed);
-  latency_.Reset();
+  read_latency_.Reset();
+  write_latency_.Reset();
 }
 
 QueueSnapshot Total(const QueueSnapshot* snapshots, size_t count) {
@@ -36,8 +44,9 @@ QueueSnapshot Total(const QueueSnapshot* snapshots, size_t count) {
         total.values[i] += v;
       }
     }
-    for (size_t b = 0; b < total.latency.size(); ++b) {
-      total.latency[b] += snapshots[q].latency[b];
+    for (size_t b = 0; b < LatencyHistogram::kNumBuckets; ++b) {
+      total.read_latency[b] += snapshots[q].read_latency[b];
+      total.write_latency[b] += snapshots[q].write_latency[b];
     }
   }
   return total;

@@ -6,14 +6,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "stats/text_table.h"
 
 namespace pvdisk::stats {
 namespace {
 
-// Latency columns come after the counters; they are derived from the
-// histogram, in whole microseconds (rounded up so a non-zero latency never
-// shows as 0).
-constexpr std::string_view kLatencyColumns[] = {"lat_us_p50", "lat_us_p99"};
+// The percentiles shown per direction, and their column suffixes.
+constexpr double kDirectionPercentiles[] = {0.50, 0.90, 0.99, 0.999};
+constexpr const char* kPercentileNames[] = {"p50", "p90", "p99", "p99.9"};
 
 uint64_t PercentileMicros(const LatencyHistogram::Buckets& buckets,
                           double fraction) {
@@ -24,16 +24,32 @@ uint64_t PercentileMicros(const LatencyHistogram::Buckets& buckets,
 // The values of one row, in column order.
 std::vector<uint64_t> RowValues(const QueueSnapshot& snapshot) {
   std::vector<uint64_t> row(snapshot.values.begin(), snapshot.values.end());
-  row.push_back(PercentileMicros(snapshot.latency, 0.50));
-  row.push_back(PercentileMicros(snapshot.latency, 0.99));
+  LatencyHistogram::Buckets all = snapshot.AllLatency();
+  row.push_back(PercentileMicros(all, 0.50));
+  row.push_back(PercentileMicros(all, 0.99));
+  for (Direction d : {Direction::kRead, Direction::kWrite}) {
+    for (double fraction : kDirectionPercentiles) {
+      row.push_back(PercentileMicros(snapshot.latency(d), fraction));
+    }
+  }
   return row;
 }
 
-std::vector<std::string_view> ColumnNames() {
-  std::vector<std::string_view> names;
-  for (const CounterInfo& info : kCounterInfo) names.push_back(info.name);
-  for (std::string_view name : kLatencyColumns) names.push_back(name);
+std::vector<std::string> ColumnNames() {
+  std::vector<std::string> names;
+  for (const CounterInfo& info : kCounterInfo) names.emplace_back(info.name);
+  for (std::string& name : LatencyColumnNames()) names.push_back(name);
   return names;
+}
+
+std::string JsonHistogram(const LatencyHistogram::Buckets& buckets) {
+  std::vector<std::string> pairs;
+  for (int b = 0; b < LatencyHistogram::kNumBuckets; ++b) {
+    if (buckets[b] == 0) continue;
+    pairs.push_back(absl::StrCat("[", LatencyHistogram::UpperBound(b), ", ",
+                                 buckets[b], "]"));
+  }
+  return absl::StrCat("[", absl::StrJoin(pairs, ", "), "]");
 }
 
 // A canonical JSON number: digits, no leading zero (so "0123" stays a
@@ -44,6 +60,23 @@ bool IsWholeNumber(std::string_view text) {
     return std::isdigit(static_cast<unsigned char>(c));
   });
 }
+
+// The counters, the latency columns and the histograms of one row.
+std::string JsonCounters(const QueueSnapshot& snapshot) {
+  std::vector<std::string> names = ColumnNames();
+  std::vector<uint64_t> values = RowValues(snapshot);
+  std::vector<std::string> fields;
+  for (size_t i = 0; i < names.size(); ++i) {
+    fields.push_back(absl::StrCat(JsonString(names[i]), ": ", values[i]));
+  }
+  fields.push_back(absl::StrCat("\"read_latency_ns\": ",
+                                JsonHistogram(snapshot.read_latency)));
+  fields.push_back(absl::StrCat("\"write_latency_ns\": ",
+                                JsonHistogram(snapshot.write_latency)));
+  return absl::StrJoin(fields, ", ");
+}
+
+}  // namespace
 
 std::string JsonString(std::string_view text) {
   std::string out = "\"";
@@ -73,20 +106,18 @@ std::string JsonString(std::string_view text) {
   return out;
 }
 
-std::string JsonCounters(const QueueSnapshot& snapshot) {
-  std::vector<std::string_view> names = ColumnNames();
-  std::vector<uint64_t> values = RowValues(snapshot);
-  std::vector<std::string> fields;
-  for (size_t i = 0; i < names.size(); ++i) {
-    fields.push_back(absl::StrCat(JsonString(names[i]), ": ", values[i]));
+std::vector<std::string> LatencyColumnNames() {
+  std::vector<std::string> names = {"lat_us_p50", "lat_us_p99"};
+  for (const char* direction : {"read", "write"}) {
+    for (const char* percentile : kPercentileNames) {
+      names.push_back(absl::StrCat(direction, "_lat_us_", percentile));
+    }
   }
-  return absl::StrJoin(fields, ", ");
+  return names;
 }
 
-}  // namespace
-
 std::string RenderText(const std::vector<DiskReport>& disks) {
-  std::vector<std::string_view> names = ColumnNames();
+  std::vector<std::string> names = ColumnNames();
   std::string out;
   for (const DiskReport& disk : disks) {
     std::vector<std::string> config;
@@ -99,7 +130,7 @@ std::string RenderText(const std::vector<DiskReport>& disks) {
     // Rows as text first, so every column can be as wide as its widest cell.
     std::vector<std::vector<std::string>> rows;
     std::vector<std::string> header = {"disk", "queue"};
-    for (std::string_view name : names) header.emplace_back(name);
+    for (const std::string& name : names) header.push_back(name);
     rows.push_back(header);
     auto add_row = [&](std::string queue, const QueueSnapshot& snapshot) {
       std::vector<std::string> row = {disk.name, std::move(queue)};
@@ -111,32 +142,14 @@ std::string RenderText(const std::vector<DiskReport>& disks) {
     }
     add_row("total", Total(disk.queues.data(), disk.queues.size()));
 
-    std::vector<size_t> widths(header.size(), 0);
-    for (const auto& row : rows) {
-      for (size_t c = 0; c < row.size(); ++c) {
-        widths[c] = std::max(widths[c], row[c].size());
-      }
-    }
-    for (const auto& row : rows) {
-      std::string line;
-      for (size_t c = 0; c < row.size(); ++c) {
-        if (c > 0) line += "  ";
-        // Names left-aligned, numbers right-aligned.
-        size_t pad = widths[c] - row[c].size();
-        if (c < 2) {
-          line += row[c] + std::string(pad, ' ');
-        } else {
-          line += std::string(pad, ' ') + row[c];
-        }
-      }
-      while (!line.empty() && line.back() == ' ') line.pop_back();
-      absl::StrAppend(&out, line, "\n");
-    }
+    // Names (disk, queue) left-aligned, numbers right-aligned.
+    absl::StrAppend(&out, AlignColumns(rows, 2, "  "));
   }
   return out;
 }
 
-std::string RenderJson(const std::vector<DiskReport>& disks) {
+std::string RenderJson(const std::vector<DiskReport>& disks,
+                       const ReportClock& clock) {
   std::vector<std::string> disk_json;
   for (const DiskReport& disk : disks) {
     std::vector<std::string> config;
@@ -157,7 +170,10 @@ std::string RenderJson(const std::vector<DiskReport>& disks) {
                      absl::StrJoin(queues, ", "), "], \"total\": {",
                      JsonCounters(total), "}}"));
   }
-  return absl::StrCat("{\"disks\": [", absl::StrJoin(disk_json, ", "), "]}\n");
+  return absl::StrCat("{\"daemon_pid\": ", clock.daemon_pid,
+                      ", \"now_ns\": ", clock.now_ns,
+                      ", \"since_ns\": ", clock.since_ns, ", \"disks\": [",
+                      absl::StrJoin(disk_json, ", "), "]}\n");
 }
 
 }  // namespace pvdisk::stats

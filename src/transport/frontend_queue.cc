@@ -291,6 +291,7 @@ void FrontendQueue::WriteToRing(Pending& pending) {
   shadow.segments = std::move(pending.segments);
   shadow.members = std::move(pending.members);
   shadow.in_use = true;
+  shadow.pushed_ns = NowNs();
   WriteShadow(id);
   stats_->Add(Counter::inflight);
 }
@@ -502,6 +503,9 @@ void FrontendQueue::OnResponse(uint64_t id, int result,
   shadow.in_use = false;
   free_ids_.push_back(static_cast<uint32_t>(id));
   stats_->Sub(Counter::inflight);
+  // Summing each request's time on the ring integrates inflight over time
+  // (as the kernel's time_in_queue does), for iostat's aqu-sz.
+  stats_->Add(Counter::inflight_ns, NowNs() - shadow.pushed_ns);
 }
 
 void FrontendQueue::OnRingStopped() {

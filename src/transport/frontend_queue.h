@@ -160,6 +160,7 @@ class FrontendQueue final : public InterruptHandler {
     std::vector<DataSegment> segments;
     Members members;
     bool in_use = false;
+    uint64_t pushed_ns = 0;  // when it went onto the ring, for inflight_ns
   };
 
   void CompletionLoop();

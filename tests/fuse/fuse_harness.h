@@ -20,9 +20,12 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "json_reader.h"
+#include "stats/json_reader.h"
 
 namespace pvdisk::fuse_testing {
+
+using stats::JsonValue;
+using stats::ParseJson;
 
 // The pvdisk binary under test.
 const char* PvdiskBinary();
@@ -117,6 +120,7 @@ class BackgroundProcess {
   BackgroundProcess& operator=(const BackgroundProcess&) = delete;
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }  // for signals; -1 if not started
   // Waits up to `timeout` for the process to exit; true if it did. Then
   // result() holds its exit code and output.
   bool Wait(std::chrono::milliseconds timeout);

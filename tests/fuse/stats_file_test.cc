@@ -13,6 +13,7 @@
 #include "fuse_harness.h"
 #include "gtest/gtest.h"
 #include "stats/counters.h"
+#include "stats/render.h"
 
 namespace pvdisk::fuse_testing {
 namespace {
@@ -26,12 +27,12 @@ std::vector<std::string> CounterColumns() {
   std::vector<std::string> names = {
       PVDISK_QUEUE_COUNTERS(PVDISK_TEST_COUNTER_NAME)};
 #undef PVDISK_TEST_COUNTER_NAME
-  names.push_back("lat_us_p50");
-  names.push_back("lat_us_p99");
+  for (std::string& name : stats::LatencyColumnNames()) names.push_back(name);
   return names;
 }
 
-constexpr size_t kLatencyColumns = 2;  // the last two of CounterColumns()
+// The latency columns are the last ones of CounterColumns().
+const size_t kLatencyColumns = stats::LatencyColumnNames().size();
 
 // The config keys of a disk's section, in order (src/fuse/disk.cc,
 // Disk::Report).
@@ -191,7 +192,20 @@ TEST(StatsFileTest, JsonIsValidAndHasEveryCounter) {
   std::optional<JsonValue> root = ParseJson(text, &error);
   ASSERT_TRUE(root.has_value()) << error << "\n" << text;
   ASSERT_EQ(root->type, JsonValue::Type::kObject);
-  ASSERT_EQ(root->object.size(), 1u) << text;
+  std::vector<std::string> root_keys;
+  for (const auto& [key, value] : root->object) root_keys.push_back(key);
+  EXPECT_EQ(root_keys, (std::vector<std::string>{"daemon_pid", "now_ns",
+                                                 "since_ns", "disks"}));
+  const JsonValue* now_ns = root->Find("now_ns");
+  const JsonValue* since_ns = root->Find("since_ns");
+  ASSERT_NE(now_ns, nullptr);
+  ASSERT_NE(since_ns, nullptr);
+  EXPECT_GT(since_ns->unsigned_value, 0u);
+  EXPECT_GE(now_ns->unsigned_value, since_ns->unsigned_value);
+  const JsonValue* daemon_pid = root->Find("daemon_pid");
+  ASSERT_NE(daemon_pid, nullptr);
+  EXPECT_EQ(daemon_pid->unsigned_value,
+            static_cast<uint64_t>(mount.daemon_pid()));
   const JsonValue* disks = root->Find("disks");
   ASSERT_NE(disks, nullptr);
   ASSERT_EQ(disks->type, JsonValue::Type::kArray);
@@ -235,10 +249,16 @@ TEST(StatsFileTest, JsonIsValidAndHasEveryCounter) {
     ASSERT_EQ(object.type, JsonValue::Type::kObject) << where;
     std::vector<std::string> expected = columns;
     if (with_queue) expected.insert(expected.begin(), "queue");
+    expected.push_back("read_latency_ns");
+    expected.push_back("write_latency_ns");
     std::vector<std::string> got;
     for (const auto& [key, value] : object.object) {
       got.push_back(key);
-      EXPECT_TRUE(value.is_unsigned) << where << "." << key;
+      if (key.ends_with("_latency_ns")) {
+        EXPECT_EQ(value.type, JsonValue::Type::kArray) << where << "." << key;
+      } else {
+        EXPECT_TRUE(value.is_unsigned) << where << "." << key;
+      }
     }
     EXPECT_EQ(got, expected) << where;
   };
@@ -259,6 +279,26 @@ TEST(StatsFileTest, JsonIsValidAndHasEveryCounter) {
   const JsonValue* fuse_writes = total->Find("fuse_writes");
   ASSERT_NE(fuse_writes, nullptr);
   EXPECT_GT(fuse_writes->unsigned_value, 0u);
+
+  // Each histogram holds one sample per answered request of its direction,
+  // as ascending [upper bound in ns, count] pairs.
+  for (const auto& [histogram, done] :
+       {std::pair{"read_latency_ns", "reads_done"},
+        std::pair{"write_latency_ns", "writes_done"}}) {
+    const JsonValue* buckets = total->Find(histogram);
+    ASSERT_NE(buckets, nullptr) << histogram;
+    uint64_t samples = 0;
+    uint64_t previous_bound = 0;
+    for (const JsonValue& pair : buckets->array) {
+      ASSERT_EQ(pair.array.size(), 2u) << histogram;
+      EXPECT_GT(pair.array[0].unsigned_value, previous_bound) << histogram;
+      EXPECT_GT(pair.array[1].unsigned_value, 0u) << histogram;
+      previous_bound = pair.array[0].unsigned_value;
+      samples += pair.array[1].unsigned_value;
+    }
+    EXPECT_GT(samples, 0u) << histogram;
+    EXPECT_EQ(samples, total->Find(done)->unsigned_value) << histogram;
+  }
 }
 
 // The table with one queue (its row equals the total) and with three (the

@@ -16,6 +16,10 @@ const std::vector<std::string_view>& ExpectedNames() {
   static const auto* names = new std::vector<std::string_view>{
       "fuse_reads",
       "fuse_writes",
+      "reads_done",
+      "writes_done",
+      "read_lat_ns",
+      "write_lat_ns",
       "reqs_read",
       "reqs_write",
       "reqs_flush",
@@ -32,6 +36,7 @@ const std::vector<std::string_view>& ExpectedNames() {
       "plugs",
       "inflight",
       "inflight_max",
+      "inflight_ns",
       "engine_inflight_max",
       "kicks_sent",
       "kicks_suppressed",

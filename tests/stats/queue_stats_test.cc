@@ -10,9 +10,7 @@ namespace pvdisk::stats {
 namespace {
 
 uint64_t LatencyCount(const QueueSnapshot& snapshot) {
-  uint64_t total = 0;
-  for (uint64_t c : snapshot.latency) total += c;
-  return total;
+  return LatencyHistogram::Count(snapshot.AllLatency());
 }
 
 TEST(QueueStatsTest, StartsAtZero) {
@@ -48,11 +46,20 @@ TEST(QueueStatsTest, AddSubAndRaiseMax) {
 
 TEST(QueueStatsTest, RecordLatencyShowsInSnapshot) {
   QueueStats stats;
-  stats.RecordLatency(10'000);
-  stats.RecordLatency(20'000);
+  stats.RecordLatency(Direction::kRead, 10'000);
+  stats.RecordLatency(Direction::kWrite, 20'000);
+  stats.RecordLatency(Direction::kWrite, 30'000);
   QueueSnapshot snapshot = stats.Snapshot();
-  EXPECT_EQ(LatencyCount(snapshot), 2u);
-  EXPECT_EQ(snapshot.latency[LatencyHistogram::BucketOf(10'000)], 1u);
+  EXPECT_EQ(LatencyCount(snapshot), 3u);
+  EXPECT_EQ(snapshot.read_latency[LatencyHistogram::BucketOf(10'000)], 1u);
+  EXPECT_EQ(LatencyHistogram::Count(snapshot.read_latency), 1u);
+  EXPECT_EQ(snapshot.write_latency[LatencyHistogram::BucketOf(20'000)], 1u);
+  EXPECT_EQ(LatencyHistogram::Count(snapshot.write_latency), 2u);
+  // Counted and summed per direction, for the await columns.
+  EXPECT_EQ(snapshot.Get(Counter::reads_done), 1u);
+  EXPECT_EQ(snapshot.Get(Counter::read_lat_ns), 10'000u);
+  EXPECT_EQ(snapshot.Get(Counter::writes_done), 2u);
+  EXPECT_EQ(snapshot.Get(Counter::write_lat_ns), 50'000u);
 }
 
 TEST(QueueStatsTest, ResetKeepsGaugesAndRestartsInflightMax) {
@@ -62,7 +69,7 @@ TEST(QueueStatsTest, ResetKeepsGaugesAndRestartsInflightMax) {
   stats.Add(Counter::inflight, 4);
   stats.RaiseMax(Counter::inflight_max, 30);
   stats.RaiseMax(Counter::engine_inflight_max, 12);
-  stats.RecordLatency(5'000);
+  stats.RecordLatency(Direction::kRead, 5'000);
 
   stats.Reset();
   QueueSnapshot snapshot = stats.Snapshot();
@@ -118,9 +125,9 @@ TEST(QueueStatsTest, TotalSumsCountsAndGaugesAndMaxesMaxima) {
   b.RaiseMax(Counter::inflight_max, 6);
   a.RaiseMax(Counter::engine_inflight_max, 1);
   b.RaiseMax(Counter::engine_inflight_max, 8);
-  a.RecordLatency(1'000);
-  b.RecordLatency(1'000);
-  b.RecordLatency(2'000'000);
+  a.RecordLatency(Direction::kRead, 1'000);
+  b.RecordLatency(Direction::kRead, 1'000);
+  b.RecordLatency(Direction::kWrite, 2'000'000);
 
   QueueSnapshot snapshots[] = {a.Snapshot(), b.Snapshot()};
   QueueSnapshot total = Total(snapshots, 2);
@@ -130,8 +137,10 @@ TEST(QueueStatsTest, TotalSumsCountsAndGaugesAndMaxesMaxima) {
   EXPECT_EQ(total.Get(Counter::engine_inflight_max), 8u);
   EXPECT_EQ(total.Get(Counter::errors), 0u);
   EXPECT_EQ(LatencyCount(total), 3u);
-  EXPECT_EQ(total.latency[LatencyHistogram::BucketOf(1'000)], 2u);
-  EXPECT_EQ(total.latency[LatencyHistogram::BucketOf(2'000'000)], 1u);
+  EXPECT_EQ(total.read_latency[LatencyHistogram::BucketOf(1'000)], 2u);
+  EXPECT_EQ(total.write_latency[LatencyHistogram::BucketOf(2'000'000)], 1u);
+  EXPECT_EQ(total.Get(Counter::reads_done), 2u);
+  EXPECT_EQ(total.Get(Counter::write_lat_ns), 2'000'000u);
 }
 
 TEST(QueueStatsTest, TotalOfNothingIsZero) {

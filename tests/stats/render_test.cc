@@ -58,8 +58,12 @@ std::vector<std::string> ExpectedColumns() {
   for (const CounterInfo& info : kCounterInfo) {
     columns.emplace_back(info.name);
   }
-  columns.push_back("lat_us_p50");
-  columns.push_back("lat_us_p99");
+  for (const char* name :
+       {"lat_us_p50", "lat_us_p99", "read_lat_us_p50", "read_lat_us_p90",
+        "read_lat_us_p99", "read_lat_us_p99.9", "write_lat_us_p50",
+        "write_lat_us_p90", "write_lat_us_p99", "write_lat_us_p99.9"}) {
+    columns.push_back(name);
+  }
   return columns;
 }
 
@@ -77,7 +81,9 @@ DiskReport TwoQueueDisk() {
   q0.Add(Counter::reqs_read, 5);
   q0.Add(Counter::sectors_read, 40);
   q0.RaiseMax(Counter::inflight_max, 3);
-  for (int i = 0; i < 10; ++i) q0.RecordLatency(10'000);  // 10 us
+  for (int i = 0; i < 10; ++i) {
+    q0.RecordLatency(Direction::kRead, 10'000);  // 10 us
+  }
   QueueStats q1;
   q1.Add(Counter::reqs_read, 12345678);
   q1.RaiseMax(Counter::inflight_max, 7);
@@ -127,13 +133,16 @@ TEST(RenderTextTest, CommentHeaderRowsAndTotal) {
   EXPECT_EQ(total[Column("inflight_max")].text, "7");  // max, not sum
   EXPECT_EQ(total[Column("errors")].text, "1");
 
-  // 10 us lands in a bucket at most 12.5% wide, rounded up to whole us.
+  // 10 us lands in a bucket less than 1% wide, rounded up to whole us.
   for (const auto* row : {&q0, &total}) {
-    for (const char* column : {"lat_us_p50", "lat_us_p99"}) {
-      int us = std::stoi((*row)[Column(column)].text);
-      EXPECT_GE(us, 10) << column;
-      EXPECT_LE(us, 12) << column;
+    for (const char* column :
+         {"lat_us_p50", "lat_us_p99", "read_lat_us_p50", "read_lat_us_p90",
+          "read_lat_us_p99", "read_lat_us_p99.9"}) {
+      EXPECT_EQ((*row)[Column(column)].text, "11") << column;
     }
+    // No write was answered.
+    EXPECT_EQ((*row)[Column("write_lat_us_p50")].text, "0");
+    EXPECT_EQ((*row)[Column("write_lat_us_p99.9")].text, "0");
   }
   EXPECT_EQ(q1[Column("lat_us_p50")].text, "0");
   EXPECT_EQ(q1[Column("lat_us_p99")].text, "0");
@@ -208,6 +217,12 @@ std::string JsonFields(
   return absl::StrJoin(fields, ", ");
 }
 
+// JsonFields and the two histograms, here empty.
+std::string JsonRow(const std::vector<std::pair<std::string, uint64_t>>& set) {
+  return absl::StrCat(JsonFields(set),
+                      ", \"read_latency_ns\": [], \"write_latency_ns\": []");
+}
+
 TEST(RenderJsonTest, ExactShape) {
   QueueStats q0;
   q0.Add(Counter::reqs_read, 5);
@@ -221,16 +236,42 @@ TEST(RenderJsonTest, ExactShape) {
   disk.queues = {q0.Snapshot(), q1.Snapshot()};
 
   std::string expected = absl::StrCat(
-      "{\"disks\": [{\"name\": \"d0.img\", \"config\": {\"frontend\": "
+      "{\"daemon_pid\": 42, \"now_ns\": 3000, \"since_ns\": 1000, "
+      "\"disks\": [{\"name\": \"d0.img\", \"config\": {\"frontend\": "
       "\"blkif\", \"ring_size\": 256}, \"queues\": [{\"queue\": 0, ",
-      JsonFields({{"reqs_read", 5}, {"inflight_max", 3}}), "}, {\"queue\": 1, ",
-      JsonFields({{"reqs_read", 2}, {"inflight_max", 4}}), "}], \"total\": {",
-      JsonFields({{"reqs_read", 7}, {"inflight_max", 4}}), "}}]}\n");
-  EXPECT_EQ(RenderJson({disk}), expected);
+      JsonRow({{"reqs_read", 5}, {"inflight_max", 3}}), "}, {\"queue\": 1, ",
+      JsonRow({{"reqs_read", 2}, {"inflight_max", 4}}), "}], \"total\": {",
+      JsonRow({{"reqs_read", 7}, {"inflight_max", 4}}), "}}]}\n");
+  ReportClock clock;
+  clock.now_ns = 3000;
+  clock.since_ns = 1000;
+  clock.daemon_pid = 42;
+  EXPECT_EQ(RenderJson({disk}, clock), expected);
 }
 
 TEST(RenderJsonTest, NoDisks) {
-  EXPECT_EQ(RenderJson({}), "{\"disks\": []}\n");
+  EXPECT_EQ(RenderJson({}),
+            "{\"daemon_pid\": 0, \"now_ns\": 0, \"since_ns\": 0, "
+            "\"disks\": []}\n");
+}
+
+TEST(RenderJsonTest, HistogramsAsUpperBoundAndCountPairs) {
+  QueueStats q0;
+  q0.RecordLatency(Direction::kRead, 100);  // exact bucket
+  q0.RecordLatency(Direction::kRead, 100);
+  q0.RecordLatency(Direction::kRead, 1000);     // [1000, 1003]
+  q0.RecordLatency(Direction::kWrite, 20'000);  // [19968, 20095]
+  DiskReport disk;
+  disk.name = "d0.img";
+  disk.queues = {q0.Snapshot()};
+  std::string json = RenderJson({disk});
+  std::string queue_hist =
+      "\"read_latency_ns\": [[100, 2], [1003, 1]], "
+      "\"write_latency_ns\": [[20095, 1]]";
+  // Once in the queue, once in the total.
+  size_t first = json.find(queue_hist);
+  ASSERT_NE(first, std::string::npos) << json;
+  EXPECT_NE(json.find(queue_hist, first + 1), std::string::npos) << json;
 }
 
 TEST(RenderJsonTest, EveryCounterKeyInEveryObject) {
@@ -336,7 +377,8 @@ TEST(RenderJsonTest, ParsesAsJson) {
   disk.config.push_back({"size", "1073741824"});
   std::optional<std::string> out = python.Run(kDumpProgram, RenderJson({disk}));
   ASSERT_TRUE(out.has_value()) << RenderJson({disk});
-  size_t counters = kNumCounters + 2;  // + lat_us_p50, lat_us_p99
+  // + 10 latency columns, + read_latency_ns and write_latency_ns
+  size_t counters = kNumCounters + 10 + 2;
   EXPECT_EQ(*out, absl::StrCat("we\"ird\\name\n"
                                "frontend=str:blkif\n"
                                "ring_size=int:256\n"

@@ -1,9 +1,9 @@
-#include "json_reader.h"
+#include "stats/json_reader.h"
 
 #include <cctype>
 #include <cstdlib>
 
-namespace pvdisk::fuse_testing {
+namespace pvdisk::stats {
 
 const JsonValue* JsonValue::Find(std::string_view key) const {
   for (const auto& [name, value] : object) {
@@ -235,4 +235,4 @@ std::optional<JsonValue> ParseJson(std::string_view text, std::string* error) {
   return JsonParser(text).ParseDocument(error);
 }
 
-}  // namespace pvdisk::fuse_testing
+}  // namespace pvdisk::stats

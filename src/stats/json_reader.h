@@ -1,5 +1,6 @@
-// A small JSON reader for the tests: enough to check the shape of
-// stats.json and read its numbers.
+// A small JSON reader: enough for `pvdisk stat` and `pvdisk list` to read
+// stats.json, and for the tests to check its shape. Whole unsigned integers
+// are kept exactly (counters exceed a double's 53 bits).
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace pvdisk::fuse_testing {
+namespace pvdisk::stats {
 
 struct JsonValue {
   enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
@@ -28,4 +29,4 @@ struct JsonValue {
 // Parses `text` (the whole of it); nullopt with `error` set on bad JSON.
 std::optional<JsonValue> ParseJson(std::string_view text, std::string* error);
 
-}  // namespace pvdisk::fuse_testing
+}  // namespace pvdisk::stats

@@ -1,11 +1,12 @@
-// The suite's small JSON reader, which the stats.json checks rely on.
-#include "json_reader.h"
+// The small JSON reader that `pvdisk stat`, `pvdisk list` and the
+// stats.json checks rely on.
+#include "stats/json_reader.h"
 
 #include <string>
 
 #include "gtest/gtest.h"
 
-namespace pvdisk::fuse_testing {
+namespace pvdisk::stats {
 namespace {
 
 TEST(JsonReaderTest, ReadsNestedValuesInOrder) {
@@ -47,4 +48,4 @@ TEST(JsonReaderTest, RefusesBrokenDocuments) {
 }
 
 }  // namespace
-}  // namespace pvdisk::fuse_testing
+}  // namespace pvdisk::stats
