@@ -25,6 +25,8 @@ absl::StatusOr<uint32_t> ParseDelayUs(absl::string_view disk_text,
         io::kMaxDelayUs, " (a device latency model), e.g. ", key, "=2000"));
   }
   return us;
+}
+
 constexpr absl::string_view kRbdPrefix = "rbd:";
 constexpr absl::string_view kRbdUsage =
     "rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,timeout=SECONDS]";

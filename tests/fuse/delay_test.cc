@@ -19,7 +19,7 @@
 
 #include "fuse_harness.h"
 #include "gtest/gtest.h"
-#include "json_reader.h"
+#include "stats/json_reader.h"
 
 namespace pvdisk::fuse_testing {
 namespace {
