@@ -22,6 +22,7 @@ InlineDriver::~InlineDriver() = default;
 
 absl::Status InlineDriver::Attach(io::RingLender* lender) {
   current_driver = this;
+  transport::SetThreadQueueHint(static_cast<int>(qid_));
   lender_ = lender;
   tag_ = lender->Lend(this);
   for (Disk* disk : disks_) {
@@ -96,6 +97,7 @@ void InlineDriver::Detach() {
   for (auto& queue : queues_) queue->backend->ReleaseEngine();
   if (lender_ != nullptr) lender_->Unlend(tag_);
   current_driver = nullptr;
+  transport::SetThreadQueueHint(-1);
 }
 
 uint32_t InlineSubmissionEntries(const std::vector<Disk*>& disks) {

@@ -35,6 +35,12 @@ std::string_view QueueMapName(QueueMap map) {
   return "?";
 }
 
+namespace {
+thread_local int thread_queue_hint = -1;
+}  // namespace
+
+void SetThreadQueueHint(int q) { thread_queue_hint = q; }
+
 std::string_view PlacementName(Placement placement) {
   switch (placement) {
     case Placement::kBackendThread:
@@ -173,7 +179,7 @@ Queue& Transport::QueueFor(uint64_t sector) {
     case QueueMap::kRoundRobin:
       return *queues_[next_.fetch_add(1, std::memory_order_relaxed) % count];
     case QueueMap::kCpu: {
-      int cpu = sched_getcpu();
+      int cpu = thread_queue_hint >= 0 ? thread_queue_hint : sched_getcpu();
       return *queues_[cpu < 0 ? 0 : static_cast<uint32_t>(cpu) % count];
     }
   }

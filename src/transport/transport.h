@@ -46,6 +46,12 @@ enum class Placement {
 
 std::string_view PlacementName(Placement placement);
 
+// Under QueueMap::kCpu, requests the calling thread submits go to queue `q`
+// (modulo the count) instead of its CPU's: the inline placement's FUSE
+// queue threads set their queue index, so that a request stays on the queue
+// its thread drives even when the scheduler moves the thread. -1 clears it.
+void SetThreadQueueHint(int q);
+
 absl::StatusOr<QueueMap> ParseQueueMap(std::string_view text);
 std::string_view QueueMapName(QueueMap map);
 
