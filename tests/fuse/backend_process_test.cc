@@ -170,7 +170,8 @@ TEST_P(BackendKillTest, FioVerifiesThroughThreeBackendKills) {
 }
 
 std::string KillCaseName(const ::testing::TestParamInfo<KillCase>& info) {
-  return std::get<0>(info.param) + "_persistent_" + std::get<1>(info.param);
+  return FrontendTestName(std::get<0>(info.param)) + "_persistent_" +
+         std::get<1>(info.param);
 }
 
 INSTANTIATE_TEST_SUITE_P(FrontendsAndGrants, BackendKillTest,

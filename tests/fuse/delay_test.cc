@@ -253,7 +253,9 @@ TEST_P(DelayTest, UnmountWithCompletionsHeldFinishesThem) {
 
 INSTANTIATE_TEST_SUITE_P(Frontends, DelayTest,
                          ::testing::ValuesIn(AllFrontends()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& info) {
+                           return FrontendTestName(info.param);
+                         });
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing

@@ -144,7 +144,9 @@ TEST_P(RbdFrontendTest, FlushDiscardAndWriteZeroesReachTheImage) {
 
 INSTANTIATE_TEST_SUITE_P(Frontends, RbdFrontendTest,
                          ::testing::ValuesIn(AllFrontends()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& info) {
+                           return FrontendTestName(info.param);
+                         });
 
 // Two backend threads, each with its own engine, on one image: a completion
 // one engine collects for the other reaches it through its mailbox.
