@@ -1,5 +1,7 @@
 // Fuzzes ParseDiskArg
-// (--disk PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]]):
+// (--disk PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]][,delay=US]
+// [,delay-write=US], or rbd:POOL/IMAGE[,conf=][,id=][,timeout=] with the
+// same options but lock=):
 // any text is either refused with an InvalidArgument that starts with
 // "--disk", or gives a spec with a non-empty path without commas, a positive
 // size and a non-empty fault range; that spec, written back in the canonical
@@ -17,7 +19,18 @@ namespace {
 std::string Canonical(const pvdisk::fuse::DiskSpec& spec) {
   std::string text = spec.path;
   if (spec.read_only) absl::StrAppend(&text, ",ro");
-  if (!spec.lock) absl::StrAppend(&text, ",lock=off");
+  // An rbd: disk takes no lock= (its image has its own lock).
+  if (!spec.lock && !spec.rbd) absl::StrAppend(&text, ",lock=off");
+  if (spec.rbd) {
+    if (!spec.rbd->conf.empty())
+      absl::StrAppend(&text, ",conf=", spec.rbd->conf);
+    if (!spec.rbd->id.empty()) absl::StrAppend(&text, ",id=", spec.rbd->id);
+    absl::StrAppend(&text, ",timeout=", spec.rbd->timeout_seconds);
+  }
+  if (spec.delay) {
+    absl::StrAppend(&text, ",delay=", spec.delay->us,
+                    ",delay-write=", spec.delay->write_us);
+  }
   if (spec.expected_size) absl::StrAppend(&text, ",size=", *spec.expected_size);
   if (spec.fault) {
     absl::StrAppend(&text, ",eio=", spec.fault->first_sector, "+",
@@ -28,7 +41,17 @@ std::string Canonical(const pvdisk::fuse::DiskSpec& spec) {
 
 bool SameSpec(const pvdisk::fuse::DiskSpec& a,
               const pvdisk::fuse::DiskSpec& b) {
-  return a.path == b.path && a.read_only == b.read_only && a.lock == b.lock &&
+  const bool same_rbd =
+      a.rbd.has_value() == b.rbd.has_value() &&
+      (!a.rbd || (a.rbd->pool == b.rbd->pool && a.rbd->image == b.rbd->image &&
+                  a.rbd->conf == b.rbd->conf && a.rbd->id == b.rbd->id &&
+                  a.rbd->timeout_seconds == b.rbd->timeout_seconds));
+  const bool same_delay =
+      a.delay.has_value() == b.delay.has_value() &&
+      (!a.delay ||
+       (a.delay->us == b.delay->us && a.delay->write_us == b.delay->write_us));
+  return same_rbd && same_delay && a.path == b.path &&
+         a.read_only == b.read_only && a.lock == b.lock &&
          a.expected_size == b.expected_size &&
          a.fault.has_value() == b.fault.has_value() &&
          (!a.fault || (a.fault->first_sector == b.fault->first_sector &&
