@@ -55,7 +55,7 @@ void InlineDriver::DrivenQueue::HandleKick() {
 void InlineDriver::ArmKickReads() {
   for (size_t i = 0; i < queues_.size(); ++i) {
     DrivenQueue& queue = *queues_[i];
-    if (queue.read_armed) continue;
+    if (queue.read_armed || queue.read_broken) continue;
     io_uring_sqe* sqe = io_uring_get_sqe(lender_->ring());
     if (sqe == nullptr) {
       io_uring_submit(lender_->ring());
@@ -75,8 +75,11 @@ void InlineDriver::OnCqe(uint64_t user_data, int32_t res) {
   DrivenQueue& queue = *queues_[index];
   queue.read_armed = false;
   if (res < 0 && res != -EAGAIN && res != -EINTR && res != -ECANCELED) {
-    LogInfo("inline placement: reading a kick eventfd failed: %s",
-            strerror(-res));
+    queue.read_broken = true;
+    LogInfo(
+        "inline placement: reading a kick eventfd failed: %s; no longer "
+        "watched",
+        strerror(-res));
   }
   kicked_ = true;  // look at the ring either way
 }

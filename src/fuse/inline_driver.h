@@ -49,6 +49,11 @@ class InlineDriver final : public channel::RingCompanion, public io::CqeSink {
     int kick_fd = -1;
     uint64_t kick_count = 0;  // the armed read's buffer
     bool read_armed = false;
+    // The read failed for good (not EAGAIN/EINTR/ECANCELED): not re-armed,
+    // so a broken descriptor cannot make the thread spin; kicks from other
+    // threads are then seen only when this thread's own work brings it
+    // round (logged once).
+    bool read_broken = false;
     void HandleKick() override;
   };
 
