@@ -13,14 +13,25 @@ bench/experiments). On a slow device each experiment may also pick its own
               experiment (--disk IMAGE,delay=US): a remote disk's latency
               without its bandwidth; CPU-light, so short runs mean something
               on a loaded machine
+  rbd         an RBD image (the rbd engine) on a one-node Ceph cluster that
+              scripts/ceph-cluster.sh starts in the lab's folder for the run
+              and stops after it; the image is filled with random data
+              through a pvdisk mount first. Its cost per request is a
+              network round trip to an OSD on this same machine.
   custom      --disk SPEC [--device-flags FLAGS]: anything pvdisk mounts,
-              e.g. an RBD image once that engine exists:
-              --disk rbd:rbd/bench --device-flags "--engine rbd"
+              e.g. an RBD image of a cluster already running:
+              --disk rbd:rbd/bench,conf=/path/ceph.conf
 
-Adding a device (e.g. `rbd` with its own cluster set-up) means adding a
-Device below; the experiments need no change.
+Adding a device means adding a Device below (prepare() sets up what it
+serves); the experiments need no change.
 """
+import os
 import shlex
+import sys
+
+from . import cli, fio, lab
+
+CEPH_CLUSTER_SCRIPT = os.path.join(cli.REPO, "scripts", "ceph-cluster.sh")
 
 # The null-delay device's delay per experiment, in microseconds, and why.
 # Each is chosen so that the fastest configuration of the experiment moves
@@ -79,16 +90,53 @@ class Device:
         """A device with per-experiment delays runs only those."""
         return not self.delays or experiment in self.delays
 
+    def tools(self):
+        """(program, Debian package) pairs the device needs besides fio."""
+        return []
+
+    def prepare(self, the_lab, size):
+        """Makes what the mounts will serve, in `the_lab` (closed with it):
+        here, random data over the lab's image if the device reads it."""
+        if self.fill:
+            print("experiments: filling a %d MiB image with random data"
+                  % (size >> 20), file=sys.stderr)
+            the_lab.fill()
+
+
+class RbdDevice(Device):
+    """An RBD image of a one-node cluster started for the run."""
+
+    def __init__(self, device_flags=()):
+        super().__init__("rbd", flags=device_flags, slow=True, fill=False)
+        self.filled = True  # prepare() fills the RBD image, not the lab's
+
+    def tools(self):
+        return [("rbd", "ceph-common"), ("ceph-mon", "ceph-mon"),
+                ("ceph-osd", "ceph-osd")]
+
+    def prepare(self, the_lab, size):
+        conf = the_lab.ceph_cluster(CEPH_CLUSTER_SCRIPT).conf
+        image = "experiments-%d" % os.getpid()
+        lab.create_rbd_image(conf, image, size)
+        filler = the_lab.rbd_mount(conf, image, [])
+        print("experiments: filling a %d MiB RBD image with random data"
+              % (size >> 20), file=sys.stderr)
+        fio.fill(filler.file, size)
+        the_lab.release(filler)
+        self.disk = "rbd:rbd/%s,conf=%s" % (image, conf)
+
 
 def named(name, disk=None, device_flags=""):
     """The device for --device NAME (or --disk SPEC: custom)."""
     if disk is not None:
         return Device("custom", disk, shlex.split(device_flags), slow=True,
                       fill="IMAGE" in disk)
+    if name == "rbd":
+        return RbdDevice(shlex.split(device_flags))
     if name == "null-delay":
         return Device("null-delay", flags=["--engine", "null"], slow=True,
                       delays=NULL_DELAY_US, fill=False)
     return Device("local", flags=shlex.split(device_flags))
 
 
-NAMES = ["local", "null-delay"]
+NAMES = ["local", "null-delay", "rbd"]

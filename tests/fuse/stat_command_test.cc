@@ -39,16 +39,19 @@ std::vector<JsonValue> JsonLines(const std::string& out) {
   return lines;
 }
 
-// fio reads 4 KiB blocks at 200 IOPS at depth 1; `pvdisk stat --json
-// --interval 1 --count 3 --queues` meanwhile. The interval reports show
-// fio's rate within 10%, its block size, and queue rows that add up to the
-// disk's. (Tolerances against fio's own output: not a timed assertion.)
+// fio reads 4 KiB blocks at 200 IOPS at depth 1 from a disk with a
+// device's latency (the delay model: 2 ms, as a network store or a busy
+// disk has); `pvdisk stat --json --interval 1 --count 3 --queues`
+// meanwhile. The interval reports show fio's rate within 10%, its block
+// size, r_await within 20% of fio's mean completion latency, and queue rows
+// that add up to the disk's. (Tolerances against fio's own output: not a
+// timed assertion.)
 TEST(StatCommandTest, JsonMatchesFioAtAKnownRate) {
   PVDISK_REQUIRE_FIO();
   TempDir dir;
   CreateImage(dir.Path("disk0.img"), 64 * kMiB);
-  Mount mount(dir.MakeDir("mnt"),
-              {"--disk", dir.Path("disk0.img"), "--queues", "3"});
+  Mount mount(dir.MakeDir("mnt"), {"--disk", dir.Path("disk0.img") + ",delay=2000",
+                                   "--queues", "3"});
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
 
   constexpr double kRate = 200;
@@ -75,18 +78,17 @@ TEST(StatCommandTest, JsonMatchesFioAtAKnownRate) {
   ASSERT_GT(fio_clat_ms, 0);
 
   // One report since mount after fio: the very requests fio timed. The
-  // daemon's share of their latency (from a request's arrival in the daemon
-  // to its reply) cannot exceed fio's completion latency (+20%); it cannot
-  // see the time the request spent in the kernel before, so it is not within
-  // 20% of it at this low rate (see README.md, pvdisk stat).
+  // daemon's view of their latency (from a request's arrival in the daemon
+  // to its reply) is within 20% of fio's: what it cannot see, the kernel's
+  // FUSE path and the wake-ups of an idle machine (0.1-0.3 ms here, see
+  // README.md, pvdisk stat), is small beside a device's latency.
   CommandResult whole =
       RunPvdisk({"stat", mount.mountpoint(), "--json", "--count", "1"});
   ASSERT_EQ(whole.exit_code, 0) << whole.Describe();
   std::vector<JsonValue> whole_run = JsonLines(whole.out);
   ASSERT_EQ(whole_run.size(), 1u) << whole.out;
   const JsonValue& whole_disk = whole_run[0].Find("disks")->array[0];
-  EXPECT_GT(Field(whole_disk, "r_await"), 0);
-  EXPECT_LE(Field(whole_disk, "r_await"), fio_clat_ms * 1.2)
+  EXPECT_NEAR(Field(whole_disk, "r_await"), fio_clat_ms, fio_clat_ms * 0.2)
       << "fio's mean completion latency " << fio_clat_ms << " ms";
   EXPECT_DOUBLE_EQ(Field(whole_disk, "rareq-sz"), 4.0);
 
@@ -110,7 +112,8 @@ TEST(StatCommandTest, JsonMatchesFioAtAKnownRate) {
       EXPECT_EQ(Field(disk, "w/s"), 0);
       EXPECT_NEAR(Field(disk, "rMB/s"), kRate * 4 / 1024,
                   kRate * 0.1 * 4 / 1024);
-      EXPECT_GT(Field(disk, "r_await"), 0);
+      EXPECT_NEAR(Field(disk, "r_await"), fio_clat_ms, fio_clat_ms * 0.2)
+          << "fio's mean completion latency " << fio_clat_ms << " ms";
       EXPECT_GE(Field(disk, "r_p99"), Field(disk, "r_await") * 0.5);
       EXPECT_EQ(Field(disk, "errors"), 0);
     }
