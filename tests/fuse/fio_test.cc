@@ -107,7 +107,13 @@ TEST_P(FioVerifyTest, VerifiesAndCountersAreConsistent) {
   const uint64_t ring_size = job.mount_args.empty() ? 256 : 32;
   EXPECT_EQ(stats.config["ring_size"], std::to_string(ring_size));
   EXPECT_LE(stats["inflight_max"], ring_size) << "more than the ring holds";
-  if (ring_size == 32) {
+  // The small ring fills, except where nothing can stay in it: the sync
+  // engine in the inline placement finishes each request within the round
+  // of the queue thread that takes it, and that thread takes requests
+  // every few FUSE requests (kEarlySubmitEvery).
+  const bool drained_synchronously =
+      engine == "sync" && stats.config["placement"] == "inline";
+  if (ring_size == 32 && !drained_synchronously) {
     EXPECT_GT(stats["ring_full"], 0u);
   }
   EXPECT_GT(stats["kicks_sent"], 0u);
