@@ -50,8 +50,9 @@ TEST(StatCommandTest, JsonMatchesFioAtAKnownRate) {
   PVDISK_REQUIRE_FIO();
   TempDir dir;
   CreateImage(dir.Path("disk0.img"), 64 * kMiB);
-  Mount mount(dir.MakeDir("mnt"), {"--disk", dir.Path("disk0.img") + ",delay=2000",
-                                   "--queues", "3"});
+  Mount mount(
+      dir.MakeDir("mnt"),
+      {"--disk", dir.Path("disk0.img") + ",delay=2000", "--queues", "3"});
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
 
   constexpr double kRate = 200;
