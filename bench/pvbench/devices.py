@@ -59,6 +59,7 @@ class Device:
                  fill=True):
         self.name, self.disk, self.flags = name, disk, list(flags)
         self.slow, self.delays, self.fill = slow, delays or {}, fill
+        self.filled = fill  # whether what the mounts read holds random data
 
     def disk_for(self, experiment, image):
         """The --disk argument for `experiment`'s mounts, or None for the
@@ -108,7 +109,7 @@ class RbdDevice(Device):
 
     def __init__(self, device_flags=()):
         super().__init__("rbd", flags=device_flags, slow=True, fill=False)
-        self.filled = True  # prepare() fills the RBD image, not the lab's
+        self.filled = True  # prepare() fills the RBD image (not the lab's)
 
     def tools(self):
         return [("rbd", "ceph-common"), ("ceph-mon", "ceph-mon"),

@@ -471,11 +471,6 @@ void UringChannel::Run(Queue* queue) {
           std::min<uint32_t>(entry.header->ring_ent_in_out.payload_sz,
                              payload_bytes_));
       session_->Process(raw, this, Slot(queue->qid, index));
-      if (companion != nullptr && ++taken_this_round % kEarlySubmitEvery == 0) {
-        companion->Run();  // takes the requests, queues their image I/O
-        queue->FlushCommits();
-        io_uring_submit(&queue->uring);
-      }
       uint32_t opcode = raw.header->opcode;
       if (opcode == abi::kForget || opcode == abi::kBatchForget ||
           opcode == abi::kInterrupt) {
@@ -483,6 +478,15 @@ void UringChannel::Run(Queue* queue) {
         // Session answers them with nothing; the entry must still go back.
         protocol::Reply(this, Slot(queue->qid, index), raw.header->unique)
             .Error(ENOSYS);
+      }
+      // Last in the entry's turn: the commits flushed here hand entries,
+      // this one included, back to the kernel, which may write a new
+      // request into them at once. (A failed submit leaves the SQEs for the
+      // round's own submit.)
+      if (companion != nullptr && ++taken_this_round % kEarlySubmitEvery == 0) {
+        companion->Run();  // takes the requests, queues their image I/O
+        queue->FlushCommits();
+        io_uring_submit(&queue->uring);
       }
     }
     io_uring_cq_advance(&queue->uring, seen);
