@@ -322,7 +322,7 @@ void UringChannel::Send(uint64_t slot, uint64_t unique, int error,
 // convoy. Measured here at fio iodepth 32 (4 KiB random reads): 29 requests
 // per block-layer plug and a device await of 294 us, against 113 us for
 // native fio at the same device depth; submitting every 4 requests made it
-// 1-4 per plug and pvdisk 10-15% faster on the 4 KiB jobs
+// 4 per plug and pvdisk 15-18% faster on the 4 KiB jobs at depth
 // (docs/PERFORMANCE.md, "Convoys at the device").
 constexpr unsigned kEarlySubmitEvery = 4;
 
