@@ -80,15 +80,15 @@ def cpu_ticks():
     return sum(ticks) - idle, sum(ticks)
 
 
-def run(cmd):
+def run(cmd, env=None):
     """Runs one fio command and returns parse() of its report, plus the
     machine's CPU use meanwhile: cpu_busy_pct (of all CPUs) and
     cpu_us_per_io (busy CPU time of the whole machine per I/O: fio, the
     kernel and the FUSE server together; the cost that decides how far
-    two cores go)."""
+    two cores go). env: the command's environment (default this one's)."""
     busy0, total0 = cpu_ticks()
     p = subprocess.run(cmd + ["--output-format=json"], text=True,
-                       capture_output=True)
+                       capture_output=True, env=env)
     busy1, total1 = cpu_ticks()
     if p.returncode != 0:
         lines = (p.stderr or p.stdout).strip().splitlines() or ["no output"]

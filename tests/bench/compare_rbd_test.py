@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/compare --rbd end to end, briefly: its own one-node Ceph cluster,
-a 32 MiB RBD image, 1 s per run, one round, two jobs, the three targets
-(pvdisk's rbd engine, qemu-storage-daemon's driver=rbd export, rbd bench).
+a 32 MiB RBD image, 1 s per run, one round, two jobs, the four targets
+(pvdisk's rbd engine, qemu-storage-daemon's driver=rbd export, rbd bench,
+fio's rbd engine).
 Every row has numbers; the JSON says rbd; nothing stays mounted or running."""
 import glob
 import json
@@ -11,7 +12,7 @@ import unittest
 
 import benchtest
 
-TARGETS = ["pvdisk", "qsd", "rbd-bench"]
+TARGETS = ["pvdisk", "qsd", "rbd-bench", "fio-rbd"]
 JOBS = ["rr4k_qd32", "sw1m_qd4"]
 
 
@@ -59,10 +60,12 @@ class CompareRbdTest(unittest.TestCase):
             self.assertGreater(row["iops"], 0, row)
             self.assertGreater(row["mib_s"], 0, row)
             self.assertIsInstance(row["vs_rbd"], float, row)
+            self.assertIsInstance(row["vs_fio_rbd"], float, row)
         self.assertEqual(len(data["goals"]), 6)
         measured = [g for g in data["goals"] if g["value"] is not None]
         self.assertEqual(len(measured), 4)  # rw4k_qd32 was not run
         self.assertIn("| rr4k_qd32 | rbd-bench |", self.result.stdout)
+        self.assertIn("| sw1m_qd4 | fio-rbd |", self.result.stdout)
 
     def test_refuses_file_targets_with_rbd(self):
         p = self.scratch.run("compare", "--rbd", "--targets", "native")
