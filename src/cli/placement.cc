@@ -25,10 +25,8 @@ std::string FlagAgainstInline(const ParsedArgs& parsed,
       return absl::StrCat("--disk ", disk.path,
                           ",engine_fail=", *disk.engine_fail);
     }
-    // Engines that complete by themselves (a delay's timer, librbd's
-    // eventfd) wake only a thread that sleeps in their own Run().
+    // A delay's timer wakes only a thread that sleeps in its own Run().
     if (disk.delay) return absl::StrCat("--disk ", disk.path, ",delay=");
-    if (disk.rbd) return absl::StrCat("--disk ", disk.path);
   }
   if (parsed.Has("queues") && transport.queues != cpus) {
     return absl::StrCat("--queues ", transport.queues);
@@ -49,6 +47,13 @@ std::string FlagAgainstInline(const ParsedArgs& parsed,
     return absl::StrCat("--poll-us ", transport.backend.poll_us);
   }
   return "";
+}
+
+bool AutoPrefersBackendThread(const std::vector<fuse::DiskSpec>& disks) {
+  for (const fuse::DiskSpec& disk : disks) {
+    if (disk.rbd) return true;
+  }
+  return false;
 }
 
 transport::TransportOptions InlineTransport(
@@ -73,7 +78,7 @@ absl::StatusOr<transport::Placement> ChoosePlacement(
   const bool may_be_uring = fuse_io != fuse::channel::FuseIo::kClassic;
   const std::string against = FlagAgainstInline(parsed, disks, transport, cpus);
   if (wanted == PlacementFlag::kAuto) {
-    return may_be_uring && against.empty()
+    return may_be_uring && against.empty() && !AutoPrefersBackendThread(disks)
                ? transport::Placement::kInline
                : transport::Placement::kBackendThread;
   }

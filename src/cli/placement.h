@@ -10,13 +10,17 @@
 // no sense with it and are refused; so is --fuse-io classic, and the
 // test-only engine_fail= (an engine on a borrowed ring never fails as a
 // whole, and replacing one would need its ring's owner to wait for it),
-// --backend process (the backend is in another process), and disks whose
-// engine completes by itself rather than on the ring (delay=, rbd:): their
-// completions wake only a thread that sleeps in the engine's own Run().
+// --backend process (the backend is in another process), and disks with a
+// delay= model: its timer wakes only a thread that sleeps in the engine's
+// own Run(). (An rbd: disk's engine watches librbd's eventfd on the ring.)
 // backend-thread: today's backend threads, whatever the FUSE channel; the
 // notification experiments use it, since they need two sides.
-// auto (the default): inline where the FUSE channel is uring and no flag
-// asks for something inline cannot do; backend-thread otherwise.
+// auto (the default): inline where the FUSE channel is uring, no flag
+// asks for something inline cannot do and no disk is rbd:; backend-thread
+// otherwise. rbd: disks measured the same in both placements
+// (docs/PERFORMANCE.md, "RBD: librbd's write scheduler"), and with one
+// backend thread a single engine collects every completion, where inline
+// engines hand each other theirs through mailboxes.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +46,10 @@ std::string FlagAgainstInline(const ParsedArgs& parsed,
                               const std::vector<fuse::DiskSpec>& disks,
                               const transport::TransportOptions& transport,
                               uint32_t cpus);
+
+// Whether `disks` keep auto on backend-thread although inline could serve
+// them (rbd: disks; see above).
+bool AutoPrefersBackendThread(const std::vector<fuse::DiskSpec>& disks);
 
 // `transport` (as the flags set it) changed for the inline placement with
 // `cpus` FUSE queues.

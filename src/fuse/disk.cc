@@ -119,9 +119,10 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
         SerialOf(spec.rbd->Name(), disk->rbd_->id(), disk->rbd_->size_bytes());
     io::RbdImage* rbd = disk->rbd_.get();
     make_engine = [rbd, base_engine_options](uint32_t depth,
-                                             io::RingLender* /*lender*/) {
+                                             io::RingLender* lender) {
       io::EngineOptions engine_options = base_engine_options;
       engine_options.depth = depth;
+      engine_options.ring_lender = lender;
       return io::CreateRbdEngine(engine_options, *rbd);
     };
   } else {
@@ -269,9 +270,9 @@ stats::DiskReport Disk::Report() const {
       // Where the backend side of each queue runs: its own thread(s), in
       // the daemon or in a backend process, or the thread of the FUSE queue
       // its requests come from.
-      {"placement", supervisor_ ? std::string("backend-process")
-                                : std::string(
-                                      transport::PlacementName(t.placement))},
+      {"placement", supervisor_
+                        ? std::string("backend-process")
+                        : std::string(transport::PlacementName(t.placement))},
       {"backend", supervisor_ ? "process" : "thread"},
   };
   if (supervisor_) {

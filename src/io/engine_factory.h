@@ -49,8 +49,8 @@ struct EngineOptions {
   // fires (`--disk IMG,engine_fail=N`; see failing_engine.h).
   std::shared_ptr<EngineFailTrigger> fail_trigger;
   // When set, the uring engine queues its I/O on this thread's ring instead
-  // of one of its own (the inline placement; see io/ring_lender.h). Other
-  // engines ignore it.
+  // of one of its own, and the rbd engine watches librbd's eventfd there
+  // (the inline placement; see io/ring_lender.h). Other engines ignore it.
   RingLender* ring_lender = nullptr;
 };
 
@@ -64,7 +64,7 @@ absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
 absl::Status CheckEngineOptions(const EngineOptions& options,
                                 uint64_t size_sectors,
                                 std::string_view image_name);
-absl::StatusOr<std::unique_ptr<IoEngine>> WrapEngine(std::unique_ptr<IoEngine> engine,
-                                     const EngineOptions& options);
+absl::StatusOr<std::unique_ptr<IoEngine>> WrapEngine(
+    std::unique_ptr<IoEngine> engine, const EngineOptions& options);
 
 }  // namespace pvdisk::io

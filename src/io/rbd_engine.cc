@@ -1,5 +1,6 @@
 #include "io/rbd_engine.h"
 
+#include <liburing.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "io/request_check.h"
+#include "io/ring_lender.h"
 
 namespace pvdisk::io {
 namespace {
@@ -41,10 +43,16 @@ int64_t Normalize(const Pending& pending, ssize_t ret) {
   return static_cast<int64_t>(pending.length);
 }
 
-class RbdEngine final : public IoEngine {
+// Two ways to wait. With a ring of its own thread (the backend-thread
+// placement) Run(wait) sleeps in poll() on the image's eventfd, the mailbox
+// and the watched wake fds. On a borrowed ring (the inline placement, see
+// ring_lender.h) it never sleeps: it keeps one POLL_ADD armed on the
+// ring for each of its two eventfds, so that a completion wakes the
+// owner thread's io_uring_enter, and Run(false) collects.
+class RbdEngine final : public IoEngine, public CqeSink {
  public:
-  RbdEngine(RbdImage& image, uint32_t depth)
-      : image_(image), mode_("librbd-async"), slots_(depth) {
+  RbdEngine(RbdImage& image, uint32_t depth, RingLender* lender)
+      : image_(image), mode_("librbd-async"), lender_(lender), slots_(depth) {
     free_.reserve(depth);
     for (Pending& slot : slots_) free_.push_back(&slot);
   }
@@ -63,6 +71,9 @@ class RbdEngine final : public IoEngine {
       }
       ignored.clear();
     }
+    // Polls still armed on the ring complete after this: their CQEs find
+    // the tag unlent and are dropped by the ring's owner.
+    if (lender_ != nullptr) lender_->Unlend(lend_tag_);
     if (mailbox_fd_ >= 0) close(mailbox_fd_);
   }
 
@@ -73,7 +84,19 @@ class RbdEngine final : public IoEngine {
     }
     fds_.push_back({image_.event_fd(), POLLIN, 0});
     fds_.push_back({mailbox_fd_, POLLIN, 0});
+    if (lender_ != nullptr) {
+      lend_tag_ = lender_->Lend(this);
+      ArmPolls();
+    }
     return absl::OkStatus();
+  }
+
+  // One of the armed polls fired (or was cancelled with the ring).
+  void OnCqe(uint64_t user_data, int32_t res) override {
+    (void)res;  // fired or not, the next Run() looks and re-arms
+    const uint64_t index = user_data & RingLender::kSinkMask;
+    if (index < kEventFds) armed_[index] = false;
+    fired_ = true;
   }
 
   std::string_view name() const override { return "rbd"; }
@@ -107,10 +130,50 @@ class RbdEngine final : public IoEngine {
   }
 
   int Run(bool wait, std::vector<IoCompletion>& out) override {
+    if (lender_ != nullptr) return RunBorrowed(out);
     return Poll(wait, fds_.size(), out);
   }
 
  private:
+  static constexpr size_t kEventFds = 2;  // fds_[0] image, fds_[1] mailbox
+
+  // Run() on a borrowed ring: never blocks, never fails.
+  int RunBorrowed(std::vector<IoCompletion>& out) {
+    const size_t before = out.size();
+    if (fired_) {
+      fired_ = false;
+      // Cleared before looking, as in Poll(): a completion signalled after
+      // the read signals again, and the re-armed poll sees it.
+      uint64_t counter;
+      for (size_t i = 0; i < kEventFds; ++i) {
+        (void)!read(fds_[i].fd, &counter, sizeof(counter));
+      }
+    }
+    Collect(out);
+    ArmPolls();
+    return static_cast<int>(out.size() - before);
+  }
+
+  // Queues a POLL_ADD on each eventfd that has none armed; the owner's next
+  // io_uring_enter submits them. With the submission queue full even after
+  // submitting, the rest wait for the next round, as the driver's own kick
+  // reads do.
+  void ArmPolls() {
+    io_uring* ring = lender_->ring();
+    for (size_t i = 0; i < kEventFds; ++i) {
+      if (armed_[i]) continue;
+      io_uring_sqe* sqe = io_uring_get_sqe(ring);
+      if (sqe == nullptr) {
+        io_uring_submit(ring);
+        sqe = io_uring_get_sqe(ring);
+        if (sqe == nullptr) return;
+      }
+      io_uring_prep_poll_add(sqe, fds_[i].fd, POLLIN);
+      io_uring_sqe_set_data64(sqe, lend_tag_ | i);
+      armed_[i] = true;
+    }
+  }
+
   // Run() over the first `watch_count` entries of fds_.
   int Poll(bool wait, size_t watch_count, std::vector<IoCompletion>& out) {
     const size_t before = out.size();
@@ -206,6 +269,10 @@ class RbdEngine final : public IoEngine {
 
   RbdImage& image_;
   const std::string mode_;
+  RingLender* const lender_;  // null: Run() polls on this thread
+  uint64_t lend_tag_ = 0;
+  bool armed_[kEventFds] = {false, false};
+  bool fired_ = false;
   std::vector<Pending> slots_;  // one per request the depth allows
   std::vector<Pending*> free_;  // slots not in flight
   uint32_t inflight_ = 0;
@@ -225,7 +292,8 @@ absl::StatusOr<std::unique_ptr<IoEngine>> CreateRbdEngine(
     const EngineOptions& options, RbdImage& image) {
   PVDISK_RETURN_IF_ERROR(
       CheckEngineOptions(options, image.size_sectors(), image.spec().Name()));
-  auto engine = std::make_unique<RbdEngine>(image, options.depth);
+  auto engine =
+      std::make_unique<RbdEngine>(image, options.depth, options.ring_lender);
   PVDISK_RETURN_IF_ERROR(engine->Init());
   return WrapEngine(std::move(engine), options);
 }

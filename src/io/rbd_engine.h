@@ -2,7 +2,9 @@
 // asynchronous API (rbd_aio_readv/writev/flush/discard/write_zeroes), one
 // engine per backend thread, all sharing the disk's RbdImage. No thread per
 // request: completions are collected through the image's eventfd (see
-// rbd_image.h), which Run() polls together with the watched wake fds.
+// rbd_image.h), which Run() polls together with the watched wake fds, or,
+// with options.ring_lender (the inline placement), which a poll armed on
+// the lent ring watches.
 // Every error the cluster reports reaches the caller as -EIO.
 #pragma once
 

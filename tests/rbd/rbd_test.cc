@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "fuse_harness.h"
@@ -52,15 +53,32 @@ class TestImage {
   std::string name_;
 };
 
-class RbdFrontendTest : public ::testing::TestWithParam<std::string> {};
+// Both placements: inline (the default: librbd's eventfd watched on the FUSE
+// queue thread's ring) and backend-thread (an engine thread polling it).
+const std::vector<std::string> kPlacements = {"inline", "backend-thread"};
+
+std::string PlacementTestName(const std::string& placement) {
+  return placement == "inline" ? "Inline" : "BackendThread";
+}
+
+// (frontend, placement)
+class RbdFrontendTest
+    : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {
+ protected:
+  const std::string& frontend() const { return std::get<0>(GetParam()); }
+  const std::string& placement() const { return std::get<1>(GetParam()); }
+  std::vector<std::string> MountArgs(const TestImage& image) const {
+    return {"--disk",   image.DiskArg(), "--frontend",
+            frontend(), "--placement",   placement()};
+  }
+};
 
 TEST_P(RbdFrontendTest, FioVerifiesThroughAnRbdDisk) {
   PVDISK_REQUIRE_FIO();
   PVDISK_REQUIRE_CLUSTER();
   TestImage image(SharedClusterConf(), "fio", 64 * kMiB);
   TempDir dir;
-  Mount mount(dir.MakeDir("mnt"),
-              {"--disk", image.DiskArg(), "--frontend", GetParam()});
+  Mount mount(dir.MakeDir("mnt"), MountArgs(image));
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
 
   // The file is named after the image and sized from it.
@@ -81,7 +99,8 @@ TEST_P(RbdFrontendTest, FioVerifiesThroughAnRbdDisk) {
   EXPECT_EQ(stats.config["image"], "rbd:rbd/" + image.name());
   EXPECT_EQ(stats.config["rbd_pool"], "rbd");
   EXPECT_EQ(stats.config["rbd_image"], image.name());
-  EXPECT_EQ(stats.config["frontend"], GetParam());
+  EXPECT_EQ(stats.config["frontend"], frontend());
+  EXPECT_EQ(stats.config["placement"], placement());
   EXPECT_GE(stats["sectors_written"], 32 * kMiB / 512);
   EXPECT_GE(stats["sectors_read"], 32 * kMiB / 512);
   EXPECT_GE(stats["inflight_max"], 2u);
@@ -109,8 +128,7 @@ TEST_P(RbdFrontendTest, FlushDiscardAndWriteZeroesReachTheImage) {
   expected.resize(size, '\0');
   {
     TempDir dir;
-    Mount mount(dir.MakeDir("mnt"),
-                {"--disk", image.DiskArg(), "--frontend", GetParam()});
+    Mount mount(dir.MakeDir("mnt"), MountArgs(image));
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
     Fd fd = Open(mount.Path(image.name()), O_RDWR);
     ASSERT_TRUE(fd.valid()) << std::strerror(errno);
@@ -142,11 +160,33 @@ TEST_P(RbdFrontendTest, FlushDiscardAndWriteZeroesReachTheImage) {
   EXPECT_EQ(FirstDifference(expected, *exported), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Frontends, RbdFrontendTest,
-                         ::testing::ValuesIn(AllFrontends()),
+INSTANTIATE_TEST_SUITE_P(FrontendsAndPlacements, RbdFrontendTest,
+                         ::testing::Combine(::testing::ValuesIn(AllFrontends()),
+                                            ::testing::ValuesIn(kPlacements)),
                          [](const auto& info) {
-                           return FrontendTestName(info.param);
+                           return FrontendTestName(std::get<0>(info.param)) +
+                                  PlacementTestName(std::get<1>(info.param));
                          });
+
+// Without --placement an rbd: disk gets backend threads (it takes inline when
+// asked, above): one engine then collects every librbd completion.
+TEST(RbdPlacementTest, AutoChoosesBackendThread) {
+  PVDISK_REQUIRE_FUSE();
+  PVDISK_REQUIRE_CLUSTER();
+  TestImage image(SharedClusterConf(), "auto", 8 * kMiB);
+  TempDir dir;
+  Mount mount(dir.MakeDir("mnt"), {"--disk", image.DiskArg()});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  DiskStats stats = StatsOf(mount.mountpoint(), image.name());
+  EXPECT_EQ(stats.config["placement"], "backend-thread");
+  Fd fd = Open(mount.Path(image.name()), O_RDWR);
+  ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+  const std::string data = PatternBytes(3, 1 * kMiB);
+  PwriteAll(fd.get(), 0, std::string_view(data));
+  EXPECT_EQ(FirstDifference(data, PreadAll(fd.get(), 0, data.size())), "");
+  fd.Close();
+  EXPECT_EQ(mount.Unmount().exit_code, 0);
+}
 
 // Two backend threads, each with its own engine, on one image: a completion
 // one engine collects for the other reaches it through its mailbox.
@@ -220,8 +260,11 @@ TEST(RbdBadSpecTest, EachIsRefusedWithOneLineAndNothingMounted) {
 
 // The cluster goes away under a writing fio: its I/O fails with EIO (within
 // the disk's timeout, not at the end of fio's run), the errors are counted,
-// and the unmount still finishes. A cluster of its own, as it is stopped.
-TEST(RbdClusterLossTest, IoFailsWithEioAndTheUnmountFinishes) {
+// and the unmount still finishes. A cluster of its own, as it is stopped;
+// in both placements.
+class RbdClusterLossTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RbdClusterLossTest, IoFailsWithEioAndTheUnmountFinishes) {
   PVDISK_REQUIRE_FIO();
   OwnCluster cluster;
   ASSERT_TRUE(cluster.ok()) << cluster.start_output();
@@ -230,7 +273,8 @@ TEST(RbdClusterLossTest, IoFailsWithEioAndTheUnmountFinishes) {
   TempDir dir;
   Mount mount(
       dir.MakeDir("mnt"),
-      {"--disk", "rbd:rbd/" + name + ",conf=" + cluster.conf() + ",timeout=3"},
+      {"--disk", "rbd:rbd/" + name + ",conf=" + cluster.conf() + ",timeout=3",
+       "--placement", GetParam()},
       std::chrono::seconds(150));
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
   BackgroundProcess fio(FioCommand(
@@ -255,6 +299,12 @@ TEST(RbdClusterLossTest, IoFailsWithEioAndTheUnmountFinishes) {
   EXPECT_EQ(unmount.exit_code, 0) << unmount.Describe();
   EXPECT_FALSE(IsMounted(mount.mountpoint()));
 }
+
+INSTANTIATE_TEST_SUITE_P(Placements, RbdClusterLossTest,
+                         ::testing::ValuesIn(kPlacements),
+                         [](const auto& info) {
+                           return PlacementTestName(info.param);
+                         });
 
 }  // namespace
 }  // namespace pvdisk::rbd_testing
