@@ -100,6 +100,7 @@ class PvdiskMount(Target):
         self.pvdisk, self.mnt, self.flags = pvdisk, mnt, list(flags)
         os.makedirs(mnt, exist_ok=True)
         disk = disk or image + ",lock=off"
+        self.disk = disk
         p = subprocess.run([pvdisk, "mount", mnt, "--disk", disk] + self.flags,
                            text=True, capture_output=True)
         if p.returncode != 0:
