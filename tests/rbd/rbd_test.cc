@@ -53,8 +53,9 @@ class TestImage {
   std::string name_;
 };
 
-// Both placements: inline (the default: librbd's eventfd watched on the FUSE
-// queue thread's ring) and backend-thread (an engine thread polling it).
+// Both placements: inline (asked for; librbd's eventfd watched on each FUSE
+// queue thread's ring) and backend-thread (the default for rbd: disks; an
+// engine thread polling it).
 const std::vector<std::string> kPlacements = {"inline", "backend-thread"};
 
 std::string PlacementTestName(const std::string& placement) {
