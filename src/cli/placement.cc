@@ -43,9 +43,6 @@ std::string FlagAgainstInline(const ParsedArgs& parsed,
   if (transport.queue.irq == transport::InterruptMode::kThread) {
     return "--irq thread";
   }
-  if (parsed.Has("poll-us") && transport.backend.poll_us != 0) {
-    return absl::StrCat("--poll-us ", transport.backend.poll_us);
-  }
   return "";
 }
 
@@ -64,7 +61,6 @@ transport::TransportOptions InlineTransport(
   result.queue_map = transport::QueueMap::kCpu;
   result.backend_threads = 1;
   result.queue.irq = transport::InterruptMode::kInline;
-  result.backend.poll_us = 0;
   return result;
 }
 
@@ -94,8 +90,8 @@ absl::StatusOr<transport::Placement> ChoosePlacement(
         " does not go with --placement inline, where each FUSE queue's "
         "thread drives one queue per disk (",
         cpus,
-        " queues, --queue-map cpu, no backend threads, --irq inline, no "
-        "polling); drop it or use --placement backend-thread"));
+        " queues, --queue-map cpu, no backend threads, --irq inline); drop "
+        "it or use --placement backend-thread"));
   }
   return transport::Placement::kInline;
 }

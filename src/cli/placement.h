@@ -4,10 +4,11 @@
 // inline: the thread of FUSE uring queue q drives queue q of every disk,
 // front and back (fuse/inline_driver.h). So a disk has one queue per FUSE
 // queue (one per possible CPU), requests go to the queue of their CPU
-// (--queue-map cpu), there are no backend threads to count, interrupts run
-// inline, and nothing polls. Flags that ask otherwise (--queues N for
-// another N, --queue-map, --backend-threads, --irq thread, --poll-us) make
-// no sense with it and are refused; so is --fuse-io classic, and the
+// (--queue-map cpu), there are no backend threads to count, and interrupts
+// run inline; --poll-us is the queue thread's spin for its I/O's completion
+// at depth below 2. Flags that ask otherwise (--queues N for another N,
+// --queue-map, --backend-threads, --irq thread) make no sense with it and
+// are refused; so is --fuse-io classic, and the
 // test-only engine_fail= (an engine on a borrowed ring never fails as a
 // whole, and replacing one would need its ring's owner to wait for it),
 // --backend process (the backend is in another process), and disks with a

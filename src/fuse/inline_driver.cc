@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
@@ -92,6 +93,22 @@ bool InlineDriver::Run() {
   // A kick during the rounds (a completion that submitted more to a queue
   // already done this round) needs another round before sleeping.
   return busy || kicked_;
+}
+
+uint32_t InlineDriver::PollUs() {
+  uint32_t longest = 0;
+  polling_.clear();
+  for (auto& queue : queues_) {
+    uint32_t us = queue->backend->DrivenPollUs();
+    if (us == 0) continue;
+    longest = std::max(longest, us);
+    polling_.push_back(queue->backend);
+  }
+  return longest;
+}
+
+void InlineDriver::PollHit() {
+  for (transport::BackendLoop* backend : polling_) backend->CountPollHit();
 }
 
 void InlineDriver::Detach() {

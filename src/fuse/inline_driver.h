@@ -38,6 +38,11 @@ class InlineDriver final : public channel::RingCompanion, public io::CqeSink {
 
   absl::Status Attach(io::RingLender* lender) override;
   bool Run() override;
+  // The longest spin any driven queue's backend asks for (--poll-us, while
+  // its I/O is in flight at depth below 2: the wake-up for the lone
+  // completion is then much of each request's latency).
+  uint32_t PollUs() override;
+  void PollHit() override;
   void Detach() override;
   void OnCqe(uint64_t user_data, int32_t res) override;
 
@@ -68,6 +73,8 @@ class InlineDriver final : public channel::RingCompanion, public io::CqeSink {
   // KickHandler.
   std::vector<std::unique_ptr<DrivenQueue>> queues_;
   bool kicked_ = false;  // a kick on this thread since the last round
+  // The backends that asked for the spin PollUs() last allowed.
+  std::vector<transport::BackendLoop*> polling_;
 };
 
 // How many submission entries a round of the inline placement may need

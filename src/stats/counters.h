@@ -57,7 +57,7 @@ enum class CounterKind {
   X(irqs_suppressed, kCount, "response pushes that needed no notification")    \
   X(final_check_again, kCount, "final checks before sleeping that found work") \
   X(polls_hit, kCount,                                                         \
-    "backend polls (--poll-us) that found work before sleeping")               \
+    "polls (--poll-us) that found work before sleeping")                       \
   X(grant_maps, kCount, "data pages mapped per request (--persistent off)")    \
   X(grant_unmaps, kCount,                                                      \
     "data pages unmapped per request (--persistent off)")                      \

@@ -73,11 +73,8 @@ absl::StatusOr<std::unique_ptr<BackendLoop>> BackendLoop::Create(
 absl::StatusOr<std::unique_ptr<BackendLoop>> BackendLoop::CreateDriven(
     std::vector<BackendQueue> queues, std::vector<iovec> buffers,
     EngineMaker make_engine, const BackendOptions& options) {
-  BackendOptions driven_options = options;
-  driven_options.poll_us = 0;  // spinning would only delay its driver
-  std::unique_ptr<BackendLoop> loop(
-      new BackendLoop(std::move(queues), std::move(buffers),
-                      std::move(make_engine), driven_options));
+  std::unique_ptr<BackendLoop> loop(new BackendLoop(
+      std::move(queues), std::move(buffers), std::move(make_engine), options));
   loop->driven_ = true;
   absl::Status ready = loop->Init(/*watch_kicks=*/false);
   if (!ready.ok()) return ready;
@@ -404,6 +401,20 @@ bool BackendLoop::ShouldPoll() const {
   // before every sleep cost sr128k_qd8 a quarter of its throughput;
   // docs/PERFORMANCE.md).
   return options_.poll_us > 0 && depth_ewma_ < kPollDepthLimit * kEwmaScale;
+}
+
+uint32_t BackendLoop::DrivenPollUs() const {
+  // Only for a completion already on its way: with nothing in flight the
+  // next event is a new FUSE request, whose submitter runs on the driver's
+  // own CPU (the kernel queues a request on its caller's CPU) and could not
+  // run while the driver spins there. (Measured: spinning for the next
+  // request too gained nothing at rr4k_qd1, docs/PERFORMANCE.md.)
+  if (!driven_ || engine_ == nullptr || engine_->inflight() == 0) return 0;
+  return ShouldPoll() ? options_.poll_us : 0;
+}
+
+void BackendLoop::CountPollHit() {
+  for (QueueState& state : queues_) state.queue.stats->Add(Counter::polls_hit);
 }
 
 void BackendLoop::RecordDepth() {

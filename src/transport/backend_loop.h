@@ -28,8 +28,9 @@
 // with CreateDriven(), another thread calls RunRound() whenever it has a
 // moment (the "inline" placement: the FUSE queue's thread, whose io_uring
 // the engine borrows, see io/ring_lender.h). Then the loop never sleeps or
-// polls, does not watch the kick eventfds (its driver does), and its engine
-// must not fail as a whole (a borrowed uring engine never does).
+// spins itself (DrivenPollUs() tells its driver when a spin would pay), does
+// not watch the kick eventfds (its driver does), and its engine must not
+// fail as a whole (a borrowed uring engine never does).
 #pragma once
 
 #include <atomic>
@@ -119,6 +120,13 @@ class BackendLoop {
   // A driven loop's driver is going away: destroys the engine on its
   // thread. REQUIRES: every request taken has been answered.
   void ReleaseEngine() { engine_.reset(); }
+  // For a driven loop's driver about to sleep: how long it may spin for
+  // this loop's I/O completions instead, in us. poll_us while I/O is in
+  // flight and requests come one at a time (as ShouldPoll), else 0. The
+  // driver spins, not the loop: it owns the ring the completions arrive on.
+  uint32_t DrivenPollUs() const;
+  // The driver's spin found work before it slept (counted in polls_hit).
+  void CountPollHit();
 
   // The engine's description (the first engine's; replacements come from
   // the same maker). Any thread.

@@ -70,7 +70,7 @@ TEST(MountTest, ShowsDiskWithExactSizeAndStatsFiles) {
   EXPECT_EQ(stats.config["frontend"], MountFlagDefault("frontend"));
   EXPECT_EQ(stats.config["ring_size"], MountFlagDefault("ring-size"));
   // The uring channel's default placement drives the queues inline: one
-  // per CPU, mapped by CPU, no polling (see --placement).
+  // per CPU, mapped by CPU (see --placement).
   const bool inline_placement = DefaultPlacement(stats) == "inline";
   EXPECT_EQ(stats.config["placement"], DefaultPlacement(stats));
   EXPECT_EQ(stats.config["queue_map"],
@@ -80,8 +80,7 @@ TEST(MountTest, ShowsDiskWithExactSizeAndStatsFiles) {
   EXPECT_EQ(stats.config["max_segments"], MountFlagDefault("max-segments"));
   EXPECT_EQ(stats.config["persistent"], MountFlagDefault("persistent"));
   EXPECT_EQ(stats.config["notify"], MountFlagDefault("notify"));
-  EXPECT_EQ(stats.config["poll_us"],
-            inline_placement ? "0" : MountFlagDefault("poll-us"));
+  EXPECT_EQ(stats.config["poll_us"], MountFlagDefault("poll-us"));
   EXPECT_EQ(stats.config["engine_max_inflight"],
             MountFlagDefault("engine-max-inflight"));
   const size_t queues = DefaultQueueCount(stats);

@@ -478,8 +478,10 @@ INSTANTIATE_TEST_SUITE_P(
     PairName<std::string>);
 
 // ---------------------------------------------------------------------------
-// --poll-us: a polling backend verifies, and at iodepth 1 (the backend idle
-// between requests, the only time it polls) its polls find the next request.
+// --poll-us on a backend thread: a polling backend verifies, and at iodepth
+// 1 (the backend idle between requests, the only time it polls) its polls
+// find the next request. (Inline, the queue thread spins for completions:
+// placement_test.cc.)
 
 class PollTest : public ::testing::TestWithParam<std::string> {};
 
@@ -490,7 +492,8 @@ TEST_P(PollTest, VerifiesAndPollsFindWork) {
   const std::string image = dir.Path("disk0.img");
   CreateImage(image, kImageBytes);
   Mount mount(dir.MakeDir("mnt"),
-              MountArgs(image, frontend, {"--poll-us", "100"}));
+              MountArgs(image, frontend,
+                        {"--poll-us", "100", "--placement", "backend-thread"}));
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
 
   ExpectFioClean(RunFio(mount, VerifyJob("4k", "32M")));

@@ -8,6 +8,8 @@
 //   Attach() once, after the ring is set up and before any request;
 //   Run() every round, after the completions of the round were handled and
 //     before the thread enters the kernel;
+//   PollUs() when Run() returned false and the thread is about to sleep;
+//     PollHit() when the spin it allowed found work;
 //   Detach() once, when every request has been answered, before the ring
 //     is closed.
 #pragma once
@@ -29,6 +31,11 @@ class RingCompanion {
   // Does the work that is ready; never blocks. True when more is ready
   // (the thread then looks at its ring without sleeping, and comes back).
   virtual bool Run() = 0;
+  // How long the thread may spin for completions of the companion's I/O
+  // before it sleeps, in us (0: sleep at once). A spin ends at the first
+  // completion of any kind on the ring.
+  virtual uint32_t PollUs() { return 0; }
+  virtual void PollHit() {}
   virtual void Detach() = 0;
 };
 
