@@ -19,6 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "base/size.h"
 #include "base/status_macros.h"
 #include "cli/args.h"
@@ -28,10 +29,12 @@
 #include "cli/mount_flags.h"
 #include "cli/mount_table.h"
 #include "cli/placement.h"
+#include "fuse/channel/payload_arena.h"
 #include "fuse/channel/uring_channel.h"
 #include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
 #include "fuse/filesystem.h"
+#include "fuse/protocol/session.h"
 #include "io/engine_factory.h"
 #include "io/image_file.h"
 #include "transport/memory_budget.h"
@@ -520,10 +523,33 @@ void DetachFromTerminal() {
 // Opens the disks, mounts and serves until unmounted. `ready_fd` is the
 // pipe to the waiting parent, or -1 in the foreground.
 int Serve(const MountConfig& config, int ready_fd) {
+  // On the uring channel, the entries' payload buffers go in one arena that
+  // every disk's queues may grant to their backends (no copy between FUSE
+  // and the ring), where a backend can reach it: in this process, with
+  // persistent grants. Declared first: it outlives the disks.
+  fuse::DiskOptions options = config.options;
+  fuse::FuseChannelOptions channel = config.channel;
+  std::unique_ptr<fuse::channel::PayloadArena> arena;
+  if (channel.fuse_io == fuse::channel::FuseIo::kUring &&
+      options.backend == fuse::BackendMode::kThread &&
+      options.transport.queue.persistent) {
+    absl::StatusOr<std::unique_ptr<fuse::channel::PayloadArena>> made =
+        fuse::channel::PayloadArena::Create(fuse::channel::PossibleCpus(),
+                                            channel.queue_depth,
+                                            fuse::protocol::kMaxWrite);
+    if (made.ok()) {
+      arena = std::move(*made);
+      options.transport.queue.lent = arena->lent();
+      channel.arena = arena.get();
+    } else {
+      LogInfo("FUSE payloads are copied into the rings: %s",
+              std::string(made.status().message()).c_str());
+    }
+  }
   std::vector<std::unique_ptr<fuse::Disk>> disks;
   for (size_t i = 0; i < config.disks.size(); ++i) {
     absl::StatusOr<std::unique_ptr<fuse::Disk>> disk =
-        fuse::Disk::Open(config.disks[i], config.names[i], config.options);
+        fuse::Disk::Open(config.disks[i], config.names[i], options);
     if (!disk.ok()) {
       std::string message(disk.status().message());
       if (ready_fd < 0) PrintError(message);
@@ -534,7 +560,7 @@ int Serve(const MountConfig& config, int ready_fd) {
   }
   for (auto& disk : disks) disk->Start();
   fuse::Filesystem filesystem(std::move(disks), config.fuse_threads,
-                              config.allow_other, config.channel);
+                              config.allow_other, channel);
   bool mounted = false;
   absl::Status served = filesystem.MountAndServe(config.mountpoint, [&] {
     mounted = true;

@@ -258,6 +258,9 @@ stats::DiskReport Disk::Report() const {
       {"delay_us", delay_ ? absl::StrCat(delay_->us) : std::string("none")},
       {"delay_write_us",
        delay_ ? absl::StrCat(delay_->write_us) : std::string("none")},
+      // FUSE payloads granted to the backend as they are (no copy into the
+      // data pool; the counter zero_copy_ios says how many I/Os were).
+      {"zero_copy", t.queue.lent.empty() ? "no" : "yes"},
       {"fixed_buffers", (supervisor_ ? supervisor_->fixed_buffers()
                                      : transport_->uses_fixed_buffers())
                             ? "yes"

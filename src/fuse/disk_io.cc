@@ -85,7 +85,7 @@ void DiskIo::Finish(const Done& done, int64_t result) {
 }
 
 void DiskIo::Read(transport::Queue& queue, uint64_t offset, uint64_t length,
-                  ReadDone done) {
+                  std::span<uint8_t> into, ReadDone done) {
   OperationsInFlight& operations = disk_->operations();
   operations.Begin();
   uint64_t size = disk_->size_bytes();
@@ -98,37 +98,42 @@ void DiskIo::Read(transport::Queue& queue, uint64_t offset, uint64_t length,
   uint64_t first = offset / kSectorSize;
   uint64_t end = (offset + length + kSectorSize - 1) / kSectorSize;
   size_t skip = offset % kSectorSize;
-  Submit(queue,
-         new CallbackIo(
-             BlockOp::kRead, first, end - first,
-             [skip, length, operations = &operations, done = std::move(done)](
-                 int result, absl::Span<const DataPiece> pieces) {
-               if (result < 0) {
-                 done(result, {});
-                 operations->End();
-                 return;
-               }
-               // The caller wants `length` bytes from `skip` on.
-               std::vector<iovec> iov;
-               iov.reserve(pieces.size());
-               size_t to_skip = skip;
-               uint64_t wanted = length;
-               for (const DataPiece& piece : pieces) {
-                 if (wanted == 0) break;
-                 if (to_skip >= piece.length) {
-                   to_skip -= piece.length;
-                   continue;
-                 }
-                 size_t take =
-                     std::min<uint64_t>(piece.length - to_skip, wanted);
-                 iov.push_back(
-                     iovec{const_cast<uint8_t*>(piece.data) + to_skip, take});
-                 wanted -= take;
-                 to_skip = 0;
-               }
-               done(static_cast<int64_t>(length), iov);
-               operations->End();
-             }));
+  auto* io = new CallbackIo(
+      BlockOp::kRead, first, end - first,
+      [skip, length, operations = &operations, done = std::move(done)](
+          int result, absl::Span<const DataPiece> pieces) {
+        if (result < 0) {
+          done(result, {});
+          operations->End();
+          return;
+        }
+        // The caller wants `length` bytes from `skip` on.
+        std::vector<iovec> iov;
+        iov.reserve(pieces.size());
+        size_t to_skip = skip;
+        uint64_t wanted = length;
+        for (const DataPiece& piece : pieces) {
+          if (wanted == 0) break;
+          if (to_skip >= piece.length) {
+            to_skip -= piece.length;
+            continue;
+          }
+          size_t take = std::min<uint64_t>(piece.length - to_skip, wanted);
+          iov.push_back(
+              iovec{const_cast<uint8_t*>(piece.data) + to_skip, take});
+          wanted -= take;
+          to_skip = 0;
+        }
+        done(static_cast<int64_t>(length), iov);
+        operations->End();
+      });
+  // Whole sectors from the start of the buffer: the caller's bytes are the
+  // sectors' bytes (the queue uses the buffer only if its lent memory holds
+  // it).
+  if (skip == 0 && (end - first) * kSectorSize <= into.size()) {
+    io->read_into = into.data();
+  }
+  Submit(queue, io);
 }
 
 void DiskIo::SubmitPlainWrite(transport::Queue& queue, BlockOp op,

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 
 #include "absl/types/span.h"
 #include "fuse/disk.h"
@@ -41,8 +42,12 @@ class DiskIo {
 
   // Every operation goes, whole, to `queue` (one of the disk's queues, as
   // chosen by the caller with Disk::QueueFor).
+  // `into` (may be empty): where the caller will send the bytes from (the
+  // FUSE reply's own buffer). A read of whole sectors that fits is asked to
+  // land there (BlockIo::read_into), and then `data` points into it. It
+  // must stay valid until `done` has returned.
   void Read(transport::Queue& queue, uint64_t offset, uint64_t length,
-            ReadDone done);
+            std::span<uint8_t> into, ReadDone done);
   // `data` is needed only until Write() returns.
   void Write(transport::Queue& queue, uint64_t offset, const uint8_t* data,
              uint64_t length, Done done);

@@ -30,6 +30,9 @@ inline constexpr unsigned kMaxFuseThreads = 64;
 struct FuseChannelOptions {
   channel::FuseIo fuse_io = channel::FuseIo::kClassic;  // resolved
   uint32_t queue_depth = channel::kDefaultUringQueueDepth;
+  // kUring: the entries' payload buffers, when the disks lend them to their
+  // backends (payload_arena.h); null: the channel maps its own. Not owned.
+  const channel::PayloadArena* arena = nullptr;
 };
 
 class Filesystem {

@@ -217,8 +217,9 @@ void FilesystemHandler::Read(const Request& request, Reply reply) {
   stats::QueueStats& queue_stats = queue.stats();
   queue_stats.Add(Counter::fuse_reads);
   uint64_t start = stats::MonotonicNanos();
+  std::span<uint8_t> into = reply.PayloadBuffer();
   fs_.disk_io(index).Read(
-      queue, request.offset, request.size,
+      queue, request.offset, request.size, into,
       [reply = Share(std::move(reply)), start, &queue_stats](
           int64_t result, absl::Span<const iovec> data) {
         if (result < 0) {

@@ -56,13 +56,14 @@ enum class CounterKind {
   X(irqs_sent, kCount, "backend-to-frontend notifications sent")               \
   X(irqs_suppressed, kCount, "response pushes that needed no notification")    \
   X(final_check_again, kCount, "final checks before sleeping that found work") \
-  X(polls_hit, kCount,                                                         \
-    "polls (--poll-us) that found work before sleeping")                       \
+  X(polls_hit, kCount, "polls (--poll-us) that found work before sleeping")    \
   X(grant_maps, kCount, "data pages mapped per request (--persistent off)")    \
   X(grant_unmaps, kCount,                                                      \
     "data pages unmapped per request (--persistent off)")                      \
   X(errors, kCount, "ring requests that failed with an I/O error")             \
   X(invalid_reqs, kCount, "ring requests rejected by validation")              \
+  X(zero_copy_ios, kCount,                                                     \
+    "reads and writes carried on the FUSE payload's own pages (no copy)")      \
   X(bounced_reqs, kCount,                                                      \
     "requests with more iovecs than the engine takes, served via a copy")      \
   X(engine_restarts, kCount,                                                   \

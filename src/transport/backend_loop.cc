@@ -316,7 +316,9 @@ bool BackendLoop::TakeRequests(uint32_t q) {
                                          : static_cast<int>(slot.iov.size());
     io_request.tag = Tag(q, index);
     io_request.buffer_index =
-        slot.iov.size() == 1 && !slot.bounce ? state.queue.buffer_index : -1;
+        slot.iov.size() == 1 && !slot.bounce && InPool(state, slot.iov[0])
+            ? state.queue.buffer_index
+            : -1;
     int queued = engine_->Queue(io_request);
     if (queued < 0) {
       Answer(q, index, queued);
@@ -326,6 +328,15 @@ bool BackendLoop::TakeRequests(uint32_t q) {
     }
   }
   return false;
+}
+
+bool BackendLoop::InPool(const QueueState& state, const iovec& iov) const {
+  // Lent pages (lent_memory.h) are not in the registered buffer.
+  const int index = state.queue.buffer_index;
+  if (index < 0 || static_cast<size_t>(index) >= buffers_.size()) return false;
+  auto begin = reinterpret_cast<uintptr_t>(buffers_[index].iov_base);
+  auto at = reinterpret_cast<uintptr_t>(iov.iov_base);
+  return at >= begin && at - begin + iov.iov_len <= buffers_[index].iov_len;
 }
 
 void BackendLoop::Answer(uint32_t q, uint32_t index, int result) {

@@ -174,6 +174,9 @@ class BackendLoop {
   // page-aligned buffer (holding the write data). Returns 0 or -ENOMEM.
   int Bounce(Slot& slot);
   void Answer(uint32_t q, uint32_t slot, int result);
+  // Whether `iov` lies in the engine buffer holding the queue's data pool
+  // (so that the I/O can name it as a fixed buffer).
+  bool InPool(const QueueState& state, const iovec& iov) const;
   void PublishAll();
   // Tells the frontend of each broken ring, once the backend holds none of
   // its requests any more, that the ring is no longer served.

@@ -38,8 +38,16 @@ class BlockIo {
   uint64_t num_sectors = 0;
   // kWrite: num_sectors * 512 bytes. Only needs to stay valid until
   // FrontendQueue::Submit() returns: the queue copies it into data pages (or,
-  // while the ring is full, into a staging copy) before returning.
+  // while the ring is full, into a staging copy) before returning. Unless
+  // the queue's lent memory holds it (transport/lent_memory.h): then the
+  // ring request carries those pages as they are, and they must stay valid
+  // and unchanged until Complete() returns.
   const uint8_t* write_data = nullptr;
+  // kRead: where the caller would like the num_sectors * 512 bytes, or null.
+  // If the queue's lent memory holds that range, the backend reads straight
+  // into it (Complete's pieces then point there; it must stay valid until
+  // Complete() returns); otherwise the data arrives in data pages.
+  uint8_t* read_into = nullptr;
 
   // Called exactly once, from the queue's completion thread, when every ring
   // request of this BlockIo has been answered. `result` is 0 or a negative
@@ -61,6 +69,7 @@ class BlockIo {
     uint32_t dispatched = 0;  // of those, put on the ring so far
     uint32_t answered = 0;    // of those, answered so far
     int error = 0;            // first failure, as a negative errno
+    bool lent = false;        // the data is on lent pages: none of the pool
     // kRead/kWrite: the first data page of each prepared child (a child's
     // pages are one contiguous run).
     std::vector<uint32_t> first_pages;

@@ -22,12 +22,16 @@ absl::StatusOr<DeviceSide> AttachDeviceSide(const QueueOptions& options,
       side.mapping,
       options.persistent ? region->Map() : region->MapFirst(memory.ring_bytes));
   uint8_t* back = side.mapping->base();
+  const uint32_t region_pages = memory.pool_pages + memory.table_pages;
   side.grants = options.persistent
-                    ? NewPersistentGrants(back + memory.ring_bytes)
+                    ? NewPersistentGrants(back + memory.ring_bytes,
+                                          region_pages, options.lent)
                     : NewPerRequestGrants(region, memory.ring_bytes, stats);
   DeviceLimits limits;
   limits.disk_sectors = options.disk_sectors;
-  limits.data_pages = memory.pool_pages + memory.table_pages;
+  limits.data_pages = options.lent.empty()
+                          ? region_pages
+                          : LentFirstPage(region_pages) + options.lent.pages();
   limits.max_segments = options.max_segments;
   limits.read_only = options.read_only;
   limits.serial = options.serial;

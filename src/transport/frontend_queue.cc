@@ -111,17 +111,20 @@ void FrontendQueue::Submit(BlockIo* io) {
           : static_cast<uint32_t>(io->num_sectors / per_child +
                                   (io->num_sectors % per_child != 0));
   if (is_data) {
+    state.lent =
+        layout_.lent.Holds(LentData(io), io->num_sectors * kSectorSize);
     // A BlockIo the pool can never hold would wait forever: each child's
     // run (rounded up to a power of two) must fit, and a read keeps all its
     // runs until it is answered. pool_.pages() never changes, so reading it
     // unlocked is safe.
     uint64_t run = PagePool::RunPages(PagesFor(ChildSectors(io, 0)));
     uint64_t held_at_once = io->op == BlockOp::kRead ? state.children : 1;
-    if (run * held_at_once > pool_.pages()) {
+    if (!state.lent && run * held_at_once > pool_.pages()) {
       io->Complete(-EINVAL, {});
       return;
     }
     state.first_pages.resize(state.children);
+    if (state.lent) stats_->Add(Counter::zero_copy_ios);
   }
   if (state.children > 1) stats_->Add(Counter::splits, state.children - 1);
 
@@ -137,7 +140,8 @@ void FrontendQueue::Submit(BlockIo* io) {
     ++outstanding_;
     uint64_t now = policy_.plug_us > 0 ? NowNs() : 0;
     // FIFO for pages: a new BlockIo may not overtake one waiting for them.
-    if (!page_wait_.empty() || !PrepareChildren(io, now)) {
+    // One on lent pages needs none of the pool and never waits.
+    if ((!state.lent && !page_wait_.empty()) || !PrepareChildren(io, now)) {
       StageWriteData(io);
       page_wait_.push_back(io);
     }
@@ -156,6 +160,22 @@ void FrontendQueue::Submit(BlockIo* io) {
   }
   if (kick) Kick();
   if (wake_timer) irq_->Signal();
+}
+
+const uint8_t* FrontendQueue::LentData(const BlockIo* io) {
+  return io->op == BlockOp::kWrite ? io->write_data : io->read_into;
+}
+
+uint8_t* FrontendQueue::PageAddress(uint32_t page) const {
+  if (page >= layout_.lent_first_page && !layout_.lent.empty()) {
+    return layout_.lent.base +
+           size_t{page - layout_.lent_first_page} * kPageSize;
+  }
+  return data_ + size_t{page} * kPageSize;
+}
+
+void FrontendQueue::FreeRun(uint32_t first_page, uint32_t pages) {
+  if (first_page < layout_.pool_pages) pool_.Free(first_page, pages);
 }
 
 void FrontendQueue::StageWriteData(BlockIo* io) {
@@ -181,18 +201,25 @@ bool FrontendQueue::PrepareChildren(BlockIo* io, uint64_t now_ns) {
       uint64_t first = uint64_t{child} * sectors_per_request_;
       uint64_t count = ChildSectors(io, child);
       uint32_t pages = PagesFor(count);
-      std::optional<uint32_t> first_page = pool_.Allocate(pages);
-      if (!first_page) return false;
-      state.first_pages[child] = *first_page;
-      if (io->op == BlockOp::kWrite) {
-        const uint8_t* source =
-            state.staged_data
-                ? state.staged_data.get() +
-                      (first - state.staged_from_sector) * kSectorSize
-                : io->write_data + first * kSectorSize;
-        std::memcpy(data_ + size_t{*first_page} * kPageSize, source,
-                    count * kSectorSize);
+      std::optional<uint32_t> first_page;
+      if (state.lent) {
+        // The data stays where it is; a child starts on a page boundary
+        // (max_segments whole pages per child).
+        first_page = layout_.lent_first_page +
+                     layout_.lent.PageOf(LentData(io) + first * kSectorSize);
+      } else {
+        first_page = pool_.Allocate(pages);
+        if (!first_page) return false;
+        if (io->op == BlockOp::kWrite) {
+          const uint8_t* source =
+              state.staged_data
+                  ? state.staged_data.get() +
+                        (first - state.staged_from_sector) * kSectorSize
+                  : io->write_data + first * kSectorSize;
+          std::memcpy(PageAddress(*first_page), source, count * kSectorSize);
+        }
       }
+      state.first_pages[child] = *first_page;
       pending.sector = io->sector + first;
       pending.num_sectors = count;
       pending.iovecs = 1;  // one run of pages
@@ -494,8 +521,8 @@ void FrontendQueue::OnResponse(uint64_t id, int result,
     // A write's pages are free as soon as the data is on the disk; a read's
     // hold the data until the BlockIo is completed.
     if (io->op == BlockOp::kWrite) {
-      pool_.Free(state.first_pages[member.child],
-                 PagesFor(ChildSectors(io, member.child)));
+      FreeRun(state.first_pages[member.child],
+              PagesFor(ChildSectors(io, member.child)));
     }
     if (++state.answered == state.children) done->push_back(io);
   }
@@ -531,8 +558,8 @@ void FrontendQueue::FailUnsent(std::vector<BlockIo*>* done) {
     BlockIo::QueueState& state = io->state_;
     if (state.error == 0) state.error = -EIO;
     if (io->op == BlockOp::kWrite) {
-      pool_.Free(state.first_pages[member.child],
-                 PagesFor(ChildSectors(io, member.child)));
+      FreeRun(state.first_pages[member.child],
+              PagesFor(ChildSectors(io, member.child)));
     }
     if (++state.answered == state.children) done->push_back(io);
   };
@@ -572,8 +599,8 @@ void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
         uint32_t first_page = state.first_pages[child];
         runs_to_free.push_back(Run{first_page, PagesFor(count)});
         if (state.error == 0) {
-          pieces.push_back(DataPiece{data_ + size_t{first_page} * kPageSize,
-                                     count * kSectorSize});
+          pieces.push_back(
+              DataPiece{PageAddress(first_page), count * kSectorSize});
         }
       }
     }
@@ -584,7 +611,7 @@ void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
   bool wake_timer;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const Run& run : runs_to_free) pool_.Free(run.first_page, run.pages);
+    for (const Run& run : runs_to_free) FreeRun(run.first_page, run.pages);
     outstanding_ -= done.size();
     uint64_t now = policy_.plug_us > 0 ? NowNs() : 0;
     kick = Pump(now);

@@ -53,6 +53,7 @@
 #include "transport/event_fd.h"
 #include "transport/interrupt_handler.h"
 #include "transport/kick_handler.h"
+#include "transport/lent_memory.h"
 #include "transport/page_pool.h"
 
 namespace pvdisk::transport {
@@ -66,6 +67,10 @@ struct FrontendLayout {
   // pages, headers), from page pool_pages on: id i owns
   // table_pages_per_request pages at pool_pages + i * table_pages_per_request.
   uint32_t table_pages_per_request = 0;
+  // Memory the queue may grant directly (lent_memory.h), as pages
+  // lent_first_page .. lent_first_page + lent.pages() - 1.
+  LentMemory lent;
+  uint32_t lent_first_page = 0;
 };
 
 enum class DispatchMode { kWhenRoom, kAlways };
@@ -184,6 +189,12 @@ class FrontendQueue final : public InterruptHandler {
   void WriteShadow(uint32_t id);
   // Copies the write data of io's unprepared children aside.
   void StageWriteData(BlockIo* io);
+  // The caller's data of a read or write: where it may lie in lent memory.
+  static const uint8_t* LentData(const BlockIo* io);
+  // The frontend's address of data page `page` (pool, tables or lent).
+  uint8_t* PageAddress(uint32_t page) const;
+  // Returns a run to the pool; lent pages are the caller's and stay.
+  void FreeRun(uint32_t first_page, uint32_t pages);
   // Publishes and counts the kick decision; returns whether to kick.
   bool PublishLocked();
   void Kick();

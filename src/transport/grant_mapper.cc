@@ -9,16 +9,30 @@ constexpr size_t kPageSize = 4096;
 
 class PersistentGrants final : public GrantMapper {
  public:
-  explicit PersistentGrants(uint8_t* data) : data_(data) {}
+  PersistentGrants(uint8_t* data, uint32_t data_pages, LentMemory lent)
+      : data_(data), data_pages_(data_pages), lent_(lent) {}
   bool MapPages(uint32_t first, uint32_t count, PageMapping* out) override {
-    *out = PageMapping{data_ + size_t{first} * kPageSize, count, false};
-    return true;
+    // 64-bit sums: a stranger's page numbers may be near UINT32_MAX.
+    const uint64_t end = uint64_t{first} + count;
+    if (end <= data_pages_) {
+      *out = PageMapping{data_ + size_t{first} * kPageSize, count, false};
+      return true;
+    }
+    const uint64_t lent_first = LentFirstPage(data_pages_);
+    if (first >= lent_first && end - lent_first <= lent_.pages()) {
+      *out = PageMapping{lent_.base + size_t{first - lent_first} * kPageSize,
+                         count, false};
+      return true;
+    }
+    return false;  // past the end, the gap, or across
   }
   void UnmapPages(const PageMapping&) override {}
   bool persistent() const override { return true; }
 
  private:
   uint8_t* data_;
+  uint32_t data_pages_;
+  LentMemory lent_;
 };
 
 class PerRequestGrants final : public GrantMapper {
@@ -52,8 +66,10 @@ class PerRequestGrants final : public GrantMapper {
 
 }  // namespace
 
-std::unique_ptr<GrantMapper> NewPersistentGrants(uint8_t* data) {
-  return std::make_unique<PersistentGrants>(data);
+std::unique_ptr<GrantMapper> NewPersistentGrants(uint8_t* data,
+                                                 uint32_t data_pages,
+                                                 LentMemory lent) {
+  return std::make_unique<PersistentGrants>(data, data_pages, lent);
 }
 
 std::unique_ptr<GrantMapper> NewPerRequestGrants(const SharedRegion* region,

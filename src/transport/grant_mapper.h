@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "stats/queue_stats.h"
+#include "transport/lent_memory.h"
 #include "transport/shared_region.h"
 
 namespace pvdisk::transport {
@@ -38,8 +39,13 @@ class GrantMapper {
   virtual bool persistent() const = 0;
 };
 
-// Persistent grants over `data` (the backend's mapping of the data area).
-std::unique_ptr<GrantMapper> NewPersistentGrants(uint8_t* data);
+// Persistent grants over `data` (the backend's mapping of the data area,
+// `data_pages` pages), followed by the pages of `lent` (lent_memory.h): page
+// LentFirstPage(data_pages) + i is lent page i. A run that is not wholly in
+// one of the two is refused. Without lent memory `data_pages` may stay
+// unbounded: the device ring has checked every page against its limits already.
+std::unique_ptr<GrantMapper> NewPersistentGrants(
+    uint8_t* data, uint32_t data_pages = UINT32_MAX, LentMemory lent = {});
 
 // Per-request grants: maps from `region` starting `data_offset` bytes in
 // (a multiple of 4096), counting in `stats`.

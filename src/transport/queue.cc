@@ -39,6 +39,11 @@ absl::Status ValidateQueueOptions(const QueueOptions& options) {
 absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
     const QueueOptions& options) {
   PVDISK_RETURN_IF_ERROR(ValidateQueueOptions(options));
+  if (!options.lent.empty() && !options.persistent) {
+    return absl::InvalidArgumentError(
+        "lent memory needs persistent grants: per-request grants map pages "
+        "of the shared region only");
+  }
   std::unique_ptr<Queue> queue(new Queue());
   queue->options_ = options;
 
@@ -52,6 +57,9 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
   layout.max_segments = options.max_segments;
   layout.pool_pages = memory.pool_pages;
   layout.table_pages_per_request = memory.table_pages_per_request;
+  layout.lent = options.lent;
+  layout.lent_first_page =
+      LentFirstPage(memory.pool_pages + memory.table_pages);
   size_t ring_bytes = memory.ring_bytes;
   queue->ring_pages_ = static_cast<uint32_t>(ring_bytes / 4096);
   size_t region_bytes = memory.region_bytes;

@@ -17,6 +17,7 @@
 #include "transport/frontend_queue.h"
 #include "transport/grant_mapper.h"
 #include "transport/interrupt_handler.h"
+#include "transport/lent_memory.h"
 #include "transport/protocol.h"
 #include "transport/ring_request.h"
 #include "transport/shared_region.h"
@@ -51,6 +52,9 @@ struct QueueOptions {
   std::string serial;  // for protocols that can ask for it (virtio GET_ID)
   // Staging queue: merging, dispatch policy, plugging.
   QueuePolicy policy;
+  // Memory the frontend may grant directly (lent_memory.h); must outlive
+  // the queue. Only with persistent grants and an in-process backend.
+  LentMemory lent;
 };
 
 // Checks ring_size and max_segments; the message names the flag and the

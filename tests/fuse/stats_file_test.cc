@@ -63,6 +63,7 @@ const std::vector<std::string>& ConfigKeys() {
                                                 "engine_mode",
                                                 "delay_us",
                                                 "delay_write_us",
+                                                "zero_copy",
                                                 "fixed_buffers",
                                                 "fuse_io",
                                                 "fuse_queues",

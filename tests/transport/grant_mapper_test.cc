@@ -57,6 +57,27 @@ TEST_F(GrantMapperTest, PersistentGrantsAreAddressesInTheMapping) {
   EXPECT_EQ(data_[0], 0x5A);
 }
 
+// Lent memory follows the data area after a one-page gap: its pages map to
+// the lent addresses; the gap, a run across it and a run past the end are
+// refused.
+TEST_F(GrantMapperTest, PersistentGrantsReachLentMemoryAfterTheGap) {
+  alignas(4096) static uint8_t lent[4 * kPage];
+  std::unique_ptr<GrantMapper> grants =
+      NewPersistentGrants(data_, kDataPages, LentMemory{lent, sizeof(lent)});
+  const uint32_t first_lent = LentFirstPage(kDataPages);
+  EXPECT_EQ(first_lent, kDataPages + 1);
+  PageMapping mapping;
+  ASSERT_TRUE(grants->MapPages(kDataPages - 2, 2, &mapping));
+  EXPECT_EQ(mapping.address, data_ + (kDataPages - 2) * kPage);
+  ASSERT_TRUE(grants->MapPages(first_lent + 1, 3, &mapping));
+  EXPECT_EQ(mapping.address, lent + kPage);
+  EXPECT_EQ(mapping.pages, 3u);
+  EXPECT_FALSE(grants->MapPages(kDataPages, 1, &mapping));      // the gap
+  EXPECT_FALSE(grants->MapPages(kDataPages - 1, 3, &mapping));  // across
+  EXPECT_FALSE(grants->MapPages(first_lent + 3, 2, &mapping));  // past it
+  EXPECT_FALSE(grants->MapPages(UINT32_MAX, 2, &mapping));      // wraps
+}
+
 TEST_F(GrantMapperTest, PerRequestGrantsAliasThePersistentMapping) {
   std::unique_ptr<GrantMapper> grants =
       NewPerRequestGrants(region_.get(), kDataOffset, &stats_);

@@ -150,6 +150,8 @@ struct TransportConfig {
   std::shared_ptr<io::EngineFailTrigger> fail_trigger;
   // No backend threads: the test attaches its own backend.
   bool backend_elsewhere = false;
+  // Memory the queues may grant directly (transport/lent_memory.h).
+  LentMemory lent;
 };
 
 class TransportFixture : public ::testing::Test {
@@ -200,6 +202,7 @@ class TransportFixture : public ::testing::Test {
     options.queue.policy = config.policy;
     options.queue.disk_sectors = image_->size_sectors();
     options.queue.read_only = config.read_only;
+    options.queue.lent = config.lent;
     options.queues = config.queues;
     options.backend_threads = config.backend_threads;
     options.queue_map = config.queue_map;

@@ -33,6 +33,8 @@ struct ServeOptions {
   // placement's backends), and the submission room it needs per round.
   RingCompanionMaker companion;
   uint32_t companion_sq_entries = 0;
+  // kUring: where the entries' payload buffers are (may be null).
+  const PayloadArena* arena = nullptr;
   protocol::SessionOptions session;
 };
 

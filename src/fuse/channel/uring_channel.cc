@@ -69,6 +69,7 @@ struct UringChannel::Queue final : public io::RingLender {
   size_t header_bytes = 0;
   void* payload_memory = nullptr;
   size_t payload_bytes = 0;
+  bool payload_owned = false;  // mapped here (else the arena's)
   std::vector<Entry> entries;
   std::thread thread;
   // Destroyed after the ring is closed (see ~Queue): its armed reads may
@@ -90,7 +91,7 @@ struct UringChannel::Queue final : public io::RingLender {
     if (ring_ready) io_uring_queue_exit(&uring);
     if (wake_fd >= 0) close(wake_fd);
     if (header_memory) munmap(header_memory, header_bytes);
-    if (payload_memory) munmap(payload_memory, payload_bytes);
+    if (payload_memory && payload_owned) munmap(payload_memory, payload_bytes);
   }
 
   // io::RingLender, for the companion's engines (owner thread only).
@@ -240,18 +241,26 @@ thread_local const void* current_queue = nullptr;
 UringChannel::UringChannel(int fd, protocol::Session* session,
                            uint32_t queue_depth, uint32_t payload_bytes,
                            RingCompanionMaker make_companion,
-                           uint32_t companion_sq_entries)
+                           uint32_t companion_sq_entries,
+                           const PayloadArena* arena)
     : fd_(fd),
       session_(session),
       depth_(queue_depth),
       payload_bytes_(payload_bytes),
       make_companion_(std::move(make_companion)),
-      companion_sq_entries_(companion_sq_entries) {}
+      companion_sq_entries_(companion_sq_entries),
+      arena_(arena) {}
 
 UringChannel::~UringChannel() { Stop(); }
 
 absl::Status UringChannel::Start() {
   uint32_t count = PossibleCpus();
+  if (arena_ != nullptr &&
+      (arena_->queues() < count || arena_->depth() != depth_ ||
+       arena_->payload_bytes() != payload_bytes_)) {
+    return absl::InternalError(
+        "the FUSE payload arena does not match the uring queues");
+  }
   for (uint32_t q = 0; q < count; ++q) {
     auto queue = std::make_unique<Queue>();
     queue->qid = q;
@@ -317,7 +326,8 @@ void UringChannel::Send(uint64_t slot, uint64_t unique, int error,
   } else {
     uint8_t* to = entry.payload;
     for (const iovec& piece : payload) {
-      std::memcpy(to, piece.iov_base, piece.iov_len);
+      // A read that landed in the payload itself (PayloadBuffer) is there.
+      if (piece.iov_base != to) std::memmove(to, piece.iov_base, piece.iov_len);
       to += piece.iov_len;
     }
   }
@@ -336,6 +346,11 @@ void UringChannel::Send(uint64_t slot, uint64_t unique, int error,
     queue.remote_commits.push_back(index);
   }
   queue.Wake();
+}
+
+std::span<uint8_t> UringChannel::PayloadBuffer(uint64_t slot) {
+  Queue& queue = *queues_[slot >> 32];
+  return {queue.entries[static_cast<uint32_t>(slot)].payload, payload_bytes_};
 }
 
 // A round can bring a deep submitter's whole batch of FUSE requests at
@@ -391,9 +406,14 @@ void UringChannel::Run(Queue* queue) {
     queue->header_memory =
         mmap(nullptr, queue->header_bytes, PROT_READ | PROT_WRITE,
              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    queue->payload_memory =
-        mmap(nullptr, queue->payload_bytes, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (arena_ != nullptr) {
+      queue->payload_memory = arena_->QueueBase(queue->qid);
+    } else {
+      queue->payload_memory =
+          mmap(nullptr, queue->payload_bytes, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      queue->payload_owned = queue->payload_memory != MAP_FAILED;
+    }
     if (queue->header_memory == MAP_FAILED ||
         queue->payload_memory == MAP_FAILED) {
       if (queue->header_memory == MAP_FAILED) queue->header_memory = nullptr;

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "fuse/channel/payload_arena.h"
 #include "fuse/channel/ring_companion.h"
 #include "fuse/protocol/reply.h"
 #include "fuse/protocol/session.h"
@@ -60,10 +61,15 @@ class UringChannel final : public protocol::ReplySink {
   // entry's payload buffer, at least the negotiated max_write.
   // `make_companion` (may be empty) gives each queue its companion;
   // `companion_sq_entries` is the submission room they need per round.
+  // `arena` (may be null; not owned): where the entries' payload buffers
+  // are, when the disks may grant them to their backends
+  // (payload_arena.h); it must have PossibleCpus() queues of this depth and
+  // payload size. Without one each queue maps its own.
   UringChannel(int fd, protocol::Session* session, uint32_t queue_depth,
                uint32_t payload_bytes,
                RingCompanionMaker make_companion = nullptr,
-               uint32_t companion_sq_entries = 0);
+               uint32_t companion_sq_entries = 0,
+               const PayloadArena* arena = nullptr);
   ~UringChannel() override;
   UringChannel(const UringChannel&) = delete;
   UringChannel& operator=(const UringChannel&) = delete;
@@ -89,6 +95,7 @@ class UringChannel final : public protocol::ReplySink {
 
   void Send(uint64_t slot, uint64_t unique, int error,
             std::span<const iovec> payload) override;
+  std::span<uint8_t> PayloadBuffer(uint64_t slot) override;
 
  private:
   struct Queue;
@@ -101,6 +108,7 @@ class UringChannel final : public protocol::ReplySink {
   const uint32_t payload_bytes_;
   const RingCompanionMaker make_companion_;
   const uint32_t companion_sq_entries_;
+  const PayloadArena* const arena_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<bool> stop_taking_{false};
   std::atomic<bool> stop_{false};

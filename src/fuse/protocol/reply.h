@@ -30,6 +30,11 @@ class ReplySink {
   // request, from any thread; must not block on I/O.
   virtual void Send(uint64_t slot, uint64_t unique, int error,
                     std::span<const iovec> payload) = 0;
+  // The buffer the reply to `slot`'s request will be sent from, if the
+  // channel has one of its own (a uring entry's payload), else empty. A
+  // handler may have the reply's bytes put there; Send() then copies no
+  // piece that is already in its place. Valid until Send() for that slot.
+  virtual std::span<uint8_t> PayloadBuffer(uint64_t /*slot*/) { return {}; }
 };
 
 class Reply {
@@ -45,6 +50,11 @@ class Reply {
 
   // Whether this Reply still has to be sent.
   bool pending() const { return sink_ != nullptr; }
+  // ReplySink::PayloadBuffer for this reply; empty once sent.
+  std::span<uint8_t> PayloadBuffer() const {
+    return sink_ != nullptr ? sink_->PayloadBuffer(slot_)
+                            : std::span<uint8_t>();
+  }
   uint64_t unique() const { return unique_; }
 
   // `error` is a positive errno, or 0 for success with no data.
