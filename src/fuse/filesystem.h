@@ -33,6 +33,7 @@ struct FuseChannelOptions {
   // kUring: the entries' payload buffers, when the disks lend them to their
   // backends (payload_arena.h); null: the channel maps its own. Not owned.
   const channel::PayloadArena* arena = nullptr;
+  bool pin_queues = true;  // kUring: each queue's thread pinned to its CPU
 };
 
 class Filesystem {

@@ -6,6 +6,8 @@
 // are refused with one line naming the flag, and nothing is mounted.
 #include <unistd.h>
 
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -143,6 +145,62 @@ TEST(PlacementTest, InlineSpinsForTheLoneCompletion) {
           << "one read at a time, yet 200 us spins rarely found its "
              "completion";
     }
+  }
+}
+
+// The CPUs the daemon's FUSE uring queue threads may run on, as listed in
+// /proc (e.g. "0", "0-1"), one entry per thread.
+std::vector<std::string> QueueThreadCpus(pid_t pid) {
+  std::vector<std::string> cpus;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    std::string comm = ReadWholeFile(task.path().string() + "/comm");
+    if (comm.rfind("pvdisk-fuse-q", 0) != 0) continue;
+    std::string status = ReadWholeFile(task.path().string() + "/status");
+    size_t at = status.find("Cpus_allowed_list:");
+    if (at == std::string::npos) continue;
+    size_t begin = status.find_first_not_of(" \t", at + 18);
+    cpus.push_back(status.substr(begin, status.find('\n', begin) - begin));
+  }
+  return cpus;
+}
+
+// --fuse-queue-pin: on (the default) pins each queue thread to its CPU; off
+// leaves them to the scheduler, and the inline placement still carries
+// verified I/O (requests stay on the queue their thread drives).
+TEST(PlacementTest, QueueThreadsArePinnedUnlessAskedNotTo) {
+  PVDISK_REQUIRE_FUSE_URING();
+  if (OnlineCpus() < 2) GTEST_SKIP() << "needs two online CPUs";
+  TempDir dir;
+  CreateImage(dir.Path("disk0.img"), 32 * kMiB);
+  for (const char* pin : {"on", "off"}) {
+    SCOPED_TRACE(pin);
+    Mount mount(dir.MakeDir(std::string("mnt-") + pin),
+                {"--disk", dir.Path("disk0.img"), "--fuse-io", "uring",
+                 "--placement", "inline", "--fuse-queue-pin", pin});
+    ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+    std::optional<pid_t> pid = DaemonPidOf(mount.mountpoint());
+    ASSERT_TRUE(pid.has_value());
+    std::vector<std::string> cpus = QueueThreadCpus(*pid);
+    ASSERT_EQ(cpus.size(), PossibleCpuCount());
+    for (size_t q = 0; q < cpus.size(); ++q) {
+      if (std::string(pin) == "on") {
+        EXPECT_EQ(cpus[q].find_first_of(",-"), std::string::npos) << cpus[q];
+      } else {
+        EXPECT_NE(cpus[q].find_first_of(",-"), std::string::npos) << cpus[q];
+      }
+    }
+    std::vector<std::string> args = {"--rw=randrw", "--bsrange=4k-256k",
+                                     "--iodepth=16", "--verify=crc32c"};
+    std::vector<std::string> split = SplitJobs(2, "8M");
+    args.insert(args.end(), split.begin(), split.end());
+    ExpectFioClean(RunCommand(FioCommand(mount.Path("disk0.img"), args),
+                              std::chrono::seconds(180)));
+    DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+    EXPECT_EQ(stats.config["fuse_queue_pin"], pin);
+    EXPECT_EQ(stats["errors"], 0u);
+    EXPECT_EQ(stats["inflight"], 0u);
+    ExpectTotalsAgreeWithQueues(stats);
   }
 }
 

@@ -67,6 +67,7 @@ const std::vector<std::string>& ConfigKeys() {
                                                 "fixed_buffers",
                                                 "fuse_io",
                                                 "fuse_queues",
+                                                "fuse_queue_pin",
                                                 "placement",
                                                 "backend"};
   return keys;

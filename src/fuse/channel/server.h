@@ -35,6 +35,7 @@ struct ServeOptions {
   uint32_t companion_sq_entries = 0;
   // kUring: where the entries' payload buffers are (may be null).
   const PayloadArena* arena = nullptr;
+  bool pin_queues = true;  // kUring: each queue's thread pinned to its CPU
   protocol::SessionOptions session;
 };
 

@@ -247,14 +247,15 @@ UringChannel::UringChannel(int fd, protocol::Session* session,
                            uint32_t queue_depth, uint32_t payload_bytes,
                            RingCompanionMaker make_companion,
                            uint32_t companion_sq_entries,
-                           const PayloadArena* arena)
+                           const PayloadArena* arena, bool pin)
     : fd_(fd),
       session_(session),
       depth_(queue_depth),
       payload_bytes_(payload_bytes),
       make_companion_(std::move(make_companion)),
       companion_sq_entries_(companion_sq_entries),
-      arena_(arena) {}
+      arena_(arena),
+      pin_(pin) {}
 
 UringChannel::~UringChannel() { Stop(); }
 
@@ -371,11 +372,15 @@ constexpr unsigned kEarlySubmitEvery = 4;
 
 void UringChannel::Run(Queue* queue) {
   current_queue = queue;
-  // Pin to the queue's CPU: its requests come from callers on that CPU.
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  CPU_SET(queue->qid, &cpus);
-  (void)sched_setaffinity(0, sizeof(cpus), &cpus);
+  // Pin to the queue's CPU: its requests come from callers on that CPU
+  // (--fuse-queue-pin; measured both ways in docs/PERFORMANCE.md, "The spin
+  // yields, and what pinning the queue threads costs").
+  if (pin_) {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    CPU_SET(queue->qid, &cpus);
+    (void)sched_setaffinity(0, sizeof(cpus), &cpus);
+  }
 
   bool register_fuse = true;
   absl::Status setup = [&]() -> absl::Status {

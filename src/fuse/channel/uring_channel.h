@@ -64,12 +64,13 @@ class UringChannel final : public protocol::ReplySink {
   // `arena` (may be null; not owned): where the entries' payload buffers
   // are, when the disks may grant them to their backends
   // (payload_arena.h); it must have PossibleCpus() queues of this depth and
-  // payload size. Without one each queue maps its own.
+  // payload size. Without one each queue maps its own. `pin`: each queue's
+  // thread runs only on its CPU (else where the scheduler puts it).
   UringChannel(int fd, protocol::Session* session, uint32_t queue_depth,
                uint32_t payload_bytes,
                RingCompanionMaker make_companion = nullptr,
                uint32_t companion_sq_entries = 0,
-               const PayloadArena* arena = nullptr);
+               const PayloadArena* arena = nullptr, bool pin = true);
   ~UringChannel() override;
   UringChannel(const UringChannel&) = delete;
   UringChannel& operator=(const UringChannel&) = delete;
@@ -109,6 +110,7 @@ class UringChannel final : public protocol::ReplySink {
   const RingCompanionMaker make_companion_;
   const uint32_t companion_sq_entries_;
   const PayloadArena* const arena_;
+  const bool pin_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<bool> stop_taking_{false};
   std::atomic<bool> stop_{false};
