@@ -70,6 +70,13 @@ absl::Status ValidateTransportOptions(const TransportOptions& options) {
                      " is not allowed: use 1 to the number of queues (",
                      options.queues, ")"));
   }
+  if (options.backend_elsewhere && !options.queue.lent.empty()) {
+    // The lent memory is this process's; a backend process sees only the
+    // queues' memfds, and would refuse every request on lent pages.
+    return absl::InvalidArgumentError(
+        "lent memory needs the backend in this process: a backend process "
+        "(--backend process) cannot reach it");
+  }
   return ValidateQueueOptions(options.queue);
 }
 

@@ -198,5 +198,27 @@ TEST(LentMemoryQueueTest, PerRequestGrantsCannotTakeLentMemory) {
       << queue.status();
 }
 
+TEST(LentMemoryQueueTest, ABackendElsewhereCannotTakeLentMemory) {
+  std::unique_ptr<uint8_t, FreeDeleter> lent(
+      static_cast<uint8_t*>(aligned_alloc(4096, 1 << 20)));
+  TransportOptions options;
+  options.queue.name = "pvdisk-lent-elsewhere-test";
+  options.queue.disk_sectors = 2048;
+  options.queue.lent = LentMemory{lent.get(), 1 << 20};
+  options.queues = 1;
+  options.backend_elsewhere = true;
+  absl::StatusOr<std::unique_ptr<Transport>> transport = Transport::Create(
+      options,
+      [](uint32_t,
+         io::RingLender*) -> absl::StatusOr<std::unique_ptr<io::IoEngine>> {
+        return absl::InternalError("no engine is made for a backend elsewhere");
+      });
+  ASSERT_FALSE(transport.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(transport.status()));
+  EXPECT_NE(transport.status().message().find("--backend process"),
+            std::string::npos)
+      << transport.status();
+}
+
 }  // namespace
 }  // namespace pvdisk::transport
