@@ -30,6 +30,7 @@
 #include "cli/mount_table.h"
 #include "cli/placement.h"
 #include "fuse/channel/payload_arena.h"
+#include "fuse/channel/queue_affinity.h"
 #include "fuse/channel/uring_channel.h"
 #include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
@@ -151,11 +152,11 @@ const std::vector<FlagSpec>& MountFlags() {
        absl::StrCat(fuse::channel::kDefaultUringQueueDepth),
        absl::StrCat("FUSE requests each uring queue holds at once: 1 to ",
                     fuse::channel::kMaxUringQueueDepth)},
-      {"fuse-queue-pin", true, false, "on|off", "on",
-       "pin each FUSE uring queue's thread to its CPU (the CPU its requests "
-       "come from); off lets the scheduler place it, which was faster at "
-       "depth on a disk that completes requests on the submitting CPU (a "
-       "loop device) and slower at iodepth 1 on a virtio disk"},
+      {"fuse-queue-pin", true, false, "auto|on|off", "auto",
+       "where each FUSE uring queue's thread runs: on = on its CPU (the CPU "
+       "its requests come from), off = where the scheduler puts it, auto = "
+       "on its CPU while requests come one at a time, on the other CPUs "
+       "while they come several at once"},
       {"placement", true, false, "auto|inline|backend-thread", "auto",
        "where each queue's backend runs: inline = on the thread of the FUSE "
        "uring queue its requests arrive on, sharing its io_uring (one queue "
@@ -439,8 +440,9 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
       number("fuse-queue-depth", fuse::channel::kDefaultUringQueueDepth, 1,
              fuse::channel::kMaxUringQueueDepth));
   config->channel.queue_depth = static_cast<uint32_t>(queue_depth);
-  PVDISK_ASSIGN_OR_RETURN(config->channel.pin_queues,
-                          first_of("fuse-queue-pin", "on", "off"));
+  PVDISK_ASSIGN_OR_RETURN(
+      config->channel.queue_pin,
+      fuse::channel::ParseQueuePin(parsed.Get("fuse-queue-pin", "auto")));
   // Each channel has its own thread setting; asking for the other one's is
   // a mistake. --fuse-threads under auto asks for the classic channel.
   if (parsed.Has("fuse-threads")) {
@@ -656,7 +658,8 @@ int RunMount(const std::vector<std::string>& args) {
   if (*fuse_io == fuse::channel::FuseIo::kUring) {
     config.options.fuse_queues = fuse::channel::PossibleCpus();
     config.options.fuse_queue_depth = config.channel.queue_depth;
-    config.options.fuse_queue_pin = config.channel.pin_queues;
+    config.options.fuse_queue_pin =
+        std::string(fuse::channel::QueuePinName(config.channel.queue_pin));
   }
   if (!fuse_io_note.empty()) std::printf("pvdisk: %s\n", fuse_io_note.c_str());
   if (config.foreground) return Serve(config, -1);

@@ -271,8 +271,7 @@ stats::DiskReport Disk::Report() const {
                           : absl::StrCat(options_.fuse_queues, "x",
                                          options_.fuse_queue_depth)},
       {"fuse_queue_pin", options_.fuse_queues == 0 ? std::string("none")
-                         : options_.fuse_queue_pin ? std::string("on")
-                                                   : std::string("off")},
+                                                   : options_.fuse_queue_pin},
       // Where the backend side of each queue runs: its own thread(s), in
       // the daemon or in a backend process, or the thread of the FUSE queue
       // its requests come from.

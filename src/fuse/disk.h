@@ -60,7 +60,8 @@ struct DiskOptions {
   std::string fuse_io = "classic";
   uint32_t fuse_queues = 0;
   uint32_t fuse_queue_depth = 0;
-  bool fuse_queue_pin = true;  // uring: queue threads pinned to their CPUs
+  // uring: where the queue threads run (--fuse-queue-pin: auto, on, off).
+  std::string fuse_queue_pin = "auto";
   BackendMode backend = BackendMode::kThread;
   // --backend process: deaths per minute before the disk fails with EIO.
   uint32_t backend_restart_limit = 5;

@@ -58,7 +58,7 @@ absl::Status Filesystem::MountAndServe(
   serve.fuse_io = channel_.fuse_io;
   serve.queue_depth = channel_.queue_depth;
   serve.arena = channel_.arena;
-  serve.pin_queues = channel_.pin_queues;
+  serve.queue_pin = channel_.queue_pin;
   // The inline placement: each uring queue's thread drives its queue of
   // every disk (all disks of a mount share the placement).
   if (!disks_.empty() && disks_[0]->transport_options().placement ==

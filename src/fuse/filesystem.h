@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "fuse/channel/queue_affinity.h"
 #include "fuse/channel/uring_channel.h"
 #include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
@@ -33,7 +34,7 @@ struct FuseChannelOptions {
   // kUring: the entries' payload buffers, when the disks lend them to their
   // backends (payload_arena.h); null: the channel maps its own. Not owned.
   const channel::PayloadArena* arena = nullptr;
-  bool pin_queues = true;  // kUring: each queue's thread pinned to its CPU
+  channel::QueuePin queue_pin = channel::QueuePin::kAuto;  // kUring
 };
 
 class Filesystem {

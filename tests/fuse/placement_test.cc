@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -149,31 +150,48 @@ TEST(PlacementTest, InlineSpinsForTheLoneCompletion) {
 }
 
 // The CPUs the daemon's FUSE uring queue threads may run on, as listed in
-// /proc (e.g. "0", "0-1"), one entry per thread.
+// /proc (e.g. "0", "0-1"), indexed by queue (thread pvdisk-fuse-qN).
 std::vector<std::string> QueueThreadCpus(pid_t pid) {
   std::vector<std::string> cpus;
   const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
   for (const auto& task : std::filesystem::directory_iterator(tasks)) {
     std::string comm = ReadWholeFile(task.path().string() + "/comm");
     if (comm.rfind("pvdisk-fuse-q", 0) != 0) continue;
+    size_t q = std::stoul(comm.substr(13));
     std::string status = ReadWholeFile(task.path().string() + "/status");
     size_t at = status.find("Cpus_allowed_list:");
     if (at == std::string::npos) continue;
     size_t begin = status.find_first_not_of(" \t", at + 18);
-    cpus.push_back(status.substr(begin, status.find('\n', begin) - begin));
+    if (cpus.size() <= q) cpus.resize(q + 1);
+    cpus[q] = status.substr(begin, status.find('\n', begin) - begin);
   }
   return cpus;
 }
 
-// --fuse-queue-pin: on (the default) pins each queue thread to its CPU; off
-// leaves them to the scheduler, and the inline placement still carries
-// verified I/O (requests stay on the queue their thread drives).
-TEST(PlacementTest, QueueThreadsArePinnedUnlessAskedNotTo) {
+// Whether a /proc CPU list ("0-2,5") holds `cpu`.
+bool CpuListHas(const std::string& list, int cpu) {
+  std::stringstream ranges(list);
+  std::string range;
+  while (std::getline(ranges, range, ',')) {
+    size_t dash = range.find('-');
+    int first = std::stoi(range.substr(0, dash));
+    int last =
+        dash == std::string::npos ? first : std::stoi(range.substr(dash + 1));
+    if (first <= cpu && cpu <= last) return true;
+  }
+  return false;
+}
+
+// --fuse-queue-pin: on pins each queue thread to its CPU; off leaves them
+// to the scheduler; auto (the default) starts on the queue's CPU. The inline
+// placement carries verified I/O under each (requests stay on the queue
+// their thread drives, wherever it runs).
+TEST(PlacementTest, QueueThreadsRunWhereAskedAndCarryVerifiedIo) {
   PVDISK_REQUIRE_FUSE_URING();
   if (OnlineCpus() < 2) GTEST_SKIP() << "needs two online CPUs";
   TempDir dir;
   CreateImage(dir.Path("disk0.img"), 32 * kMiB);
-  for (const char* pin : {"on", "off"}) {
+  for (const char* pin : {"auto", "on", "off"}) {
     SCOPED_TRACE(pin);
     Mount mount(dir.MakeDir(std::string("mnt-") + pin),
                 {"--disk", dir.Path("disk0.img"), "--fuse-io", "uring",
@@ -184,10 +202,10 @@ TEST(PlacementTest, QueueThreadsArePinnedUnlessAskedNotTo) {
     std::vector<std::string> cpus = QueueThreadCpus(*pid);
     ASSERT_EQ(cpus.size(), PossibleCpuCount());
     for (size_t q = 0; q < cpus.size(); ++q) {
-      if (std::string(pin) == "on") {
-        EXPECT_EQ(cpus[q].find_first_of(",-"), std::string::npos) << cpus[q];
-      } else {
+      if (std::string(pin) == "off") {
         EXPECT_NE(cpus[q].find_first_of(",-"), std::string::npos) << cpus[q];
+      } else {
+        EXPECT_EQ(cpus[q], std::to_string(q));
       }
     }
     std::vector<std::string> args = {"--rw=randrw", "--bsrange=4k-256k",
@@ -202,6 +220,42 @@ TEST(PlacementTest, QueueThreadsArePinnedUnlessAskedNotTo) {
     EXPECT_EQ(stats["inflight"], 0u);
     ExpectTotalsAgreeWithQueues(stats);
   }
+}
+
+// auto: a queue whose requests come several at once (fio iodepth 32 from
+// CPU 0) moves its thread off CPU 0; one at a time (iodepth 1 from CPU 0)
+// brings it back. Data verified both times.
+TEST(PlacementTest, AutoPinFollowsHowRequestsCome) {
+  PVDISK_REQUIRE_FUSE_URING();
+  if (OnlineCpus() < 2) GTEST_SKIP() << "needs two online CPUs";
+  TempDir dir;
+  CreateImage(dir.Path("disk0.img"), 32 * kMiB);
+  Mount mount(dir.MakeDir("mnt"), {"--disk", dir.Path("disk0.img"), "--fuse-io",
+                                   "uring", "--placement", "inline"});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  std::optional<pid_t> pid = DaemonPidOf(mount.mountpoint());
+  ASSERT_TRUE(pid.has_value());
+  ASSERT_EQ(QueueThreadCpus(*pid)[0], "0");
+  // Long enough for many of AutoPin's windows: 16K requests at depth, 8K
+  // (four times the way back) at iodepth 1.
+  auto fio_from_cpu0 = [&](const char* iodepth, const char* io_size) {
+    ExpectFioClean(
+        RunCommand(FioCommand(mount.Path("disk0.img"),
+                              {"--rw=randrw", "--bs=4k", "--size=16M",
+                               std::string("--io_size=") + io_size,
+                               std::string("--iodepth=") + iodepth,
+                               "--cpus_allowed=0", "--verify=crc32c"}),
+                   std::chrono::seconds(180)));
+  };
+  fio_from_cpu0("32", "64M");
+  std::string deep = QueueThreadCpus(*pid)[0];
+  EXPECT_FALSE(CpuListHas(deep, 0)) << "queue 0's thread may run on " << deep;
+  EXPECT_FALSE(deep.empty());
+  fio_from_cpu0("1", "32M");
+  EXPECT_EQ(QueueThreadCpus(*pid)[0], "0");
+  DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_EQ(stats.config["fuse_queue_pin"], "auto");
+  EXPECT_EQ(stats["errors"], 0u);
 }
 
 // Unaligned writes from two CPUs to the same sectors: read-modify-writes

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "fuse/channel/queue_affinity.h"
 #include "fuse/channel/uring_channel.h"
 #include "fuse/channel/uring_support.h"
 #include "fuse/protocol/handler.h"
@@ -35,7 +36,7 @@ struct ServeOptions {
   uint32_t companion_sq_entries = 0;
   // kUring: where the entries' payload buffers are (may be null).
   const PayloadArena* arena = nullptr;
-  bool pin_queues = true;  // kUring: each queue's thread pinned to its CPU
+  QueuePin queue_pin = QueuePin::kAuto;  // kUring: where queue threads run
   protocol::SessionOptions session;
 };
 

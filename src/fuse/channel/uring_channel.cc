@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -247,7 +248,7 @@ UringChannel::UringChannel(int fd, protocol::Session* session,
                            uint32_t queue_depth, uint32_t payload_bytes,
                            RingCompanionMaker make_companion,
                            uint32_t companion_sq_entries,
-                           const PayloadArena* arena, bool pin)
+                           const PayloadArena* arena, QueuePin pin)
     : fd_(fd),
       session_(session),
       depth_(queue_depth),
@@ -372,15 +373,9 @@ constexpr unsigned kEarlySubmitEvery = 4;
 
 void UringChannel::Run(Queue* queue) {
   current_queue = queue;
-  // Pin to the queue's CPU: its requests come from callers on that CPU
-  // (--fuse-queue-pin; measured both ways in docs/PERFORMANCE.md, "The spin
-  // yields, and what pinning the queue threads costs").
-  if (pin_) {
-    cpu_set_t cpus;
-    CPU_ZERO(&cpus);
-    CPU_SET(queue->qid, &cpus);
-    (void)sched_setaffinity(0, sizeof(cpus), &cpus);
-  }
+  // Where this thread runs: on its queue's CPU, where the requests come
+  // from, or off it while they come several at once (queue_affinity.h).
+  QueueAffinity affinity(pin_, queue->qid);
 
   bool register_fuse = true;
   absl::Status setup = [&]() -> absl::Status {
@@ -502,7 +497,8 @@ void UringChannel::Run(Queue* queue) {
     }
     unsigned head;
     unsigned seen = 0;
-    unsigned taken_this_round = 0;
+    unsigned taken = 0;    // FUSE requests this round
+    unsigned at_once = 0;  // the most held at once after a take
     io_uring_cqe* cqe;
     io_uring_for_each_cqe(&queue->uring, head, cqe) {
       ++seen;
@@ -538,6 +534,8 @@ void UringChannel::Run(Queue* queue) {
       }
       entry.state = Queue::State::kWithHandler;
       ++queue->with_handler;
+      ++taken;
+      at_once = std::max(at_once, queue->with_handler);
       protocol::RawRequest raw;
       raw.header =
           reinterpret_cast<const abi::fuse_in_header*>(entry.header->in_out);
@@ -561,13 +559,14 @@ void UringChannel::Run(Queue* queue) {
       // this one included, back to the kernel, which may write a new
       // request into them at once. (A failed submit leaves the SQEs for the
       // round's own submit.)
-      if (companion != nullptr && ++taken_this_round % kEarlySubmitEvery == 0) {
+      if (companion != nullptr && taken % kEarlySubmitEvery == 0) {
         companion->Run();  // takes the requests, queues their image I/O
         queue->FlushCommits();
         io_uring_submit(&queue->uring);
       }
     }
     io_uring_cq_advance(&queue->uring, seen);
+    affinity.Round(at_once);
     if (stop_.load(std::memory_order_acquire)) stopping = true;
   }
   if (companion) companion->Detach();

@@ -4,9 +4,9 @@
 // The kernel keeps one FUSE queue per possible CPU and puts a request on the
 // queue of the CPU its caller runs on. We register every queue (the kernel
 // switches to the ring only when all have entries; too few would hang the
-// mount), each owned by one thread pinned to that CPU with its own io_uring
-// (128-byte SQEs). A queue has `depth` ring entries, each a header buffer
-// and a payload buffer the kernel fills with a request; the owner thread
+// mount), each owned by one thread (placed by --fuse-queue-pin) with its own
+// io_uring (128-byte SQEs). A queue has `depth` ring entries, each a header
+// buffer and a payload buffer the kernel fills with a request; the owner thread
 // hands it to the Session and, once answered, sends COMMIT_AND_FETCH, which
 // returns the reply and re-arms the entry in one command. Registration is
 // possible only after the INIT reply (which is read and answered on
@@ -38,6 +38,7 @@
 
 #include "absl/status/status.h"
 #include "fuse/channel/payload_arena.h"
+#include "fuse/channel/queue_affinity.h"
 #include "fuse/channel/ring_companion.h"
 #include "fuse/protocol/reply.h"
 #include "fuse/protocol/session.h"
@@ -64,13 +65,14 @@ class UringChannel final : public protocol::ReplySink {
   // `arena` (may be null; not owned): where the entries' payload buffers
   // are, when the disks may grant them to their backends
   // (payload_arena.h); it must have PossibleCpus() queues of this depth and
-  // payload size. Without one each queue maps its own. `pin`: each queue's
-  // thread runs only on its CPU (else where the scheduler puts it).
+  // payload size. Without one each queue maps its own. `pin`: where each
+  // queue's thread runs (queue_affinity.h).
   UringChannel(int fd, protocol::Session* session, uint32_t queue_depth,
                uint32_t payload_bytes,
                RingCompanionMaker make_companion = nullptr,
                uint32_t companion_sq_entries = 0,
-               const PayloadArena* arena = nullptr, bool pin = true);
+               const PayloadArena* arena = nullptr,
+               QueuePin pin = QueuePin::kAuto);
   ~UringChannel() override;
   UringChannel(const UringChannel&) = delete;
   UringChannel& operator=(const UringChannel&) = delete;
@@ -110,7 +112,7 @@ class UringChannel final : public protocol::ReplySink {
   const RingCompanionMaker make_companion_;
   const uint32_t companion_sq_entries_;
   const PayloadArena* const arena_;
-  const bool pin_;
+  const QueuePin pin_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<bool> stop_taking_{false};
   std::atomic<bool> stop_{false};
