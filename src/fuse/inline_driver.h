@@ -3,14 +3,15 @@
 // queue q's thread and io_uring (a channel::RingCompanion).
 //
 // A request the thread receives goes to its own pvdisk queue (queue map
-// "cpu": the thread is pinned to CPU q). The frontend pushes ring requests
-// and kicks; the kick is a function call here that only notes the work
-// (KickHandler), and the same round's BackendLoop::RunRound() takes the
-// requests, queues the image I/O on this thread's ring (the uring engine
-// borrows it), and, as completions arrive on the ring, answers them,
-// publishes the responses and takes the interrupt inline: the frontend
-// completes the BlockIos and the FUSE replies become commits of this
-// thread's next io_uring_enter. No eventfd, no other thread on the path.
+// "cpu", and the thread's queue hint wherever --fuse-queue-pin lets it run).
+// The frontend pushes ring requests and kicks; the kick is a function call here
+// that only notes the work (KickHandler), and the same round's
+// BackendLoop::RunRound() takes the requests, queues the image I/O on this
+// thread's ring (the uring engine borrows it), and, as completions arrive on
+// the ring, answers them, publishes the responses and takes the interrupt
+// inline: the frontend completes the BlockIos and the FUSE replies become
+// commits of this thread's next io_uring_enter. No eventfd, no other thread on
+// the path.
 //
 // Kicks from other threads (a write released by another queue's
 // completion, a plug timer on the completion thread) still signal the

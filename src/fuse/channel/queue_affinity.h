@@ -4,8 +4,8 @@
 // queue q's callers are on CPU q. Its thread can run there too (on), where
 // the scheduler puts it (off), or follow how the requests come (auto):
 //   - one at a time (never two in the server at once): on CPU q. The
-//     caller sleeps while
-//     its request is served; a queue thread on the caller's CPU, which
+//     caller sleeps while its request is served; a queue thread on the
+//     caller's CPU, which
 //     spins for a lone completion (--poll-us), keeps that CPU awake for the
 //     caller's wake-up. Measured at fio iodepth 1, 4 KiB random reads: on a
 //     virtio disk 0.56-0.60 of native on CPU q against 0.44-0.49 elsewhere,
@@ -36,11 +36,14 @@ std::string_view QueuePinName(QueuePin pin);
 // The auto policy's decision, from how many requests the server held at
 // once. Windows of kWindow rounds that took a request decide: one in which
 // two or more were held at once moves the thread off its CPU; kCalmWindows
-// in a row with never two bring it back. The way back is slower because a
-// thread off its CPU serves a deep caller faster and may then find its
-// requests one by one for a while (seen with the null engine, whose
-// requests never wait in the server); a caller at iodepth 1 is back on its
-// CPU after 2048 requests. Pure: the caller applies it.
+// in a row with never two bring it back (a caller at iodepth 1 is back on
+// its CPU after 2048 requests). The way back is slower as a precaution, not
+// a measured need: a thread off its CPU serves a deep caller faster and
+// could then find requests one by one for a window (with the null engine,
+// whose requests never wait in the server, a first version with one
+// 256-round window each way once gave 245K IOPS where the other runs gave
+// 410K; that cause is not proven). Short windows let a short deep run move
+// the thread at all. Pure: the caller applies it.
 class AutoPin {
  public:
   static constexpr unsigned kWindow = 64;

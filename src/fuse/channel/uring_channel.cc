@@ -199,13 +199,13 @@ struct UringChannel::Queue final : public io::RingLender {
   // io_uring_enter posts it). True if one came; false at the deadline or
   // when `stop` is set. What it saves: the thread's wake-up from sleep
   // (on this VM, a halted vCPU's) for a lone request's completion.
-  // Each turn yields the CPU: this thread is pinned to the CPU its
-  // requests come from, and the work that completes the I/O may need that
-  // CPU (a loop device's worker, librbd's threads). Measured at rr4k_qd1
-  // on a loop device over tmpfs: a spin without the yield 0.34/0.48/0.50
-  // of native, no spin 0.50/0.45/0.45, the yielding spin 0.53/0.52/0.50 and
-  // 0.76/0.55/0.52; on vda the yielding spin 0.59-0.61 against 0.54-0.61
-  // (docs/PERFORMANCE.md).
+  // Each turn yields the CPU: at the low depth that lets it spin, this
+  // thread runs on the CPU its requests come from, and the work that completes
+  // the I/O may need that CPU (a loop device's worker, librbd's threads).
+  // Measured at rr4k_qd1 on a loop device over tmpfs: a spin without the yield
+  // 0.34/0.48/0.50 of native, no spin 0.50/0.45/0.45, the yielding spin
+  // 0.53/0.52/0.50 and 0.76/0.55/0.52; on vda the yielding spin 0.59-0.61
+  // against 0.54-0.61 (docs/PERFORMANCE.md).
   bool SpinForCompletion(uint32_t us, const std::atomic<bool>& stop) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::microseconds(us);
