@@ -152,6 +152,12 @@ const std::vector<FlagSpec>& MountFlags() {
        absl::StrCat(fuse::channel::kDefaultUringQueueDepth),
        absl::StrCat("FUSE requests each uring queue holds at once: 1 to ",
                     fuse::channel::kMaxUringQueueDepth)},
+      {"fuse-huge-entries", true, false, "N",
+       absl::StrCat(fuse::channel::kDefaultHugeEntries),
+       "entries of each FUSE uring queue (the ones the kernel hands out "
+       "first) whose payloads are in transparent huge pages, so that a large "
+       "request reaches the disk in few segments; each costs up to 1 MiB of "
+       "memory once used; 0 to --fuse-queue-depth"},
       {"fuse-queue-pin", true, false, "auto|on|off", "auto",
        "where each FUSE uring queue's thread runs: on = on its CPU (the CPU "
        "its requests come from), off = where the scheduler puts it, auto = "
@@ -440,6 +446,28 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
       number("fuse-queue-depth", fuse::channel::kDefaultUringQueueDepth, 1,
              fuse::channel::kMaxUringQueueDepth));
   config->channel.queue_depth = static_cast<uint32_t>(queue_depth);
+  PVDISK_ASSIGN_OR_RETURN(uint64_t huge_entries,
+                          number("fuse-huge-entries",
+                                 std::min(fuse::channel::kDefaultHugeEntries,
+                                          config->channel.queue_depth),
+                                 0, fuse::channel::kMaxUringQueueDepth));
+  if (huge_entries > queue_depth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--fuse-huge-entries ", huge_entries,
+        " is more than the entries of a queue (--fuse-queue-depth ",
+        queue_depth, "): use 0 to ", queue_depth));
+  }
+  // The payloads' pages matter only where the rings use them in place.
+  if (parsed.Has("fuse-huge-entries") &&
+      (!transport.queue.persistent ||
+       config->options.backend != fuse::BackendMode::kThread)) {
+    return absl::InvalidArgumentError(
+        "--fuse-huge-entries places the FUSE payloads that the rings read "
+        "into and write from in place (zero copy), which needs --persistent "
+        "on and --backend thread; otherwise they are copied and where they "
+        "lie does not matter");
+  }
+  config->channel.huge_entries = static_cast<uint32_t>(huge_entries);
   PVDISK_ASSIGN_OR_RETURN(
       config->channel.queue_pin,
       fuse::channel::ParseQueuePin(parsed.Get("fuse-queue-pin", "auto")));
@@ -453,7 +481,8 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
     }
     config->channel.fuse_io = fuse::channel::FuseIo::kClassic;
   }
-  for (const char* flag : {"fuse-queue-depth", "fuse-queue-pin"}) {
+  for (const char* flag :
+       {"fuse-queue-depth", "fuse-queue-pin", "fuse-huge-entries"}) {
     if (parsed.Has(flag) &&
         config->channel.fuse_io == fuse::channel::FuseIo::kClassic) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -546,13 +575,18 @@ int Serve(const MountConfig& config, int ready_fd) {
       options.backend == fuse::BackendMode::kThread &&
       options.transport.queue.persistent) {
     absl::StatusOr<std::unique_ptr<fuse::channel::PayloadArena>> made =
-        fuse::channel::PayloadArena::Create(fuse::channel::PossibleCpus(),
-                                            channel.queue_depth,
-                                            fuse::protocol::kMaxWrite);
+        fuse::channel::PayloadArena::Create(
+            fuse::channel::PossibleCpus(), channel.queue_depth,
+            fuse::protocol::kMaxWrite, channel.huge_entries);
     if (made.ok()) {
       arena = std::move(*made);
       options.transport.queue.lent = arena->lent();
+      options.fuse_huge_entries = arena->huge_entries();
       channel.arena = arena.get();
+      if (!arena->huge_note().empty()) {
+        LogInfo("FUSE payloads stay in 4 KiB pages: %s",
+                arena->huge_note().c_str());
+      }
     } else {
       LogInfo("FUSE payloads are copied into the rings: %s",
               std::string(made.status().message()).c_str());

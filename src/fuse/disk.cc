@@ -272,6 +272,9 @@ stats::DiskReport Disk::Report() const {
                                          options_.fuse_queue_depth)},
       {"fuse_queue_pin", options_.fuse_queues == 0 ? std::string("none")
                                                    : options_.fuse_queue_pin},
+      {"fuse_huge_entries", options_.fuse_queues == 0
+                                ? std::string("none")
+                                : absl::StrCat(options_.fuse_huge_entries)},
       // Where the backend side of each queue runs: its own thread(s), in
       // the daemon or in a backend process, or the thread of the FUSE queue
       // its requests come from.

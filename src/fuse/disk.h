@@ -62,6 +62,9 @@ struct DiskOptions {
   uint32_t fuse_queue_depth = 0;
   // uring: where the queue threads run (--fuse-queue-pin: auto, on, off).
   std::string fuse_queue_pin = "auto";
+  // uring: the entries per queue whose payloads are in huge pages (0: none,
+  // e.g. without zero copy or with transparent huge pages off).
+  uint32_t fuse_huge_entries = 0;
   BackendMode backend = BackendMode::kThread;
   // --backend process: deaths per minute before the disk fails with EIO.
   uint32_t backend_restart_limit = 5;

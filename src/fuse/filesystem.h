@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "fuse/channel/payload_arena.h"
 #include "fuse/channel/queue_affinity.h"
 #include "fuse/channel/uring_channel.h"
 #include "fuse/channel/uring_support.h"
@@ -34,6 +35,9 @@ struct FuseChannelOptions {
   // kUring: the entries' payload buffers, when the disks lend them to their
   // backends (payload_arena.h); null: the channel maps its own. Not owned.
   const channel::PayloadArena* arena = nullptr;
+  // kUring with an arena: the entries per queue whose payloads are in
+  // huge pages (--fuse-huge-entries; payload_arena.h says why).
+  uint32_t huge_entries = channel::kDefaultHugeEntries;
   channel::QueuePin queue_pin = channel::QueuePin::kAuto;  // kUring
 };
 

@@ -68,6 +68,7 @@ const std::vector<std::string>& ConfigKeys() {
                                                 "fuse_io",
                                                 "fuse_queues",
                                                 "fuse_queue_pin",
+                                                "fuse_huge_entries",
                                                 "placement",
                                                 "backend"};
   return keys;

@@ -2,28 +2,90 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
 
 namespace pvdisk::fuse::channel {
+namespace {
+
+// The size of a transparent huge page on x86-64 and arm64 (4 KiB base
+// pages); the arena is aligned to it so that its huge entries can be.
+constexpr size_t kHugePage = size_t{2} << 20;
+
+constexpr const char* kThpMode = "/sys/kernel/mm/transparent_hugepage/enabled";
+
+// Empty if MADV_HUGEPAGE can take effect here, else why not.
+std::string WhyNoHugePages() {
+  std::ifstream in(kThpMode);
+  std::string mode;
+  if (!in || !std::getline(in, mode)) {
+    return "this kernel has no transparent huge pages";
+  }
+  if (mode.find("[never]") != std::string::npos) {
+    return absl::StrCat("transparent huge pages are off (", kThpMode,
+                        ": never)");
+  }
+  return "";
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<PayloadArena>> PayloadArena::Create(
-    uint32_t queues, uint32_t depth, uint32_t payload_bytes) {
+    uint32_t queues, uint32_t depth, uint32_t payload_bytes,
+    uint32_t huge_entries) {
   if (queues == 0 || depth == 0 || payload_bytes == 0 ||
-      payload_bytes % 4096 != 0) {
+      payload_bytes % 4096 != 0 || huge_entries > depth) {
     return absl::InvalidArgumentError(
-        "FUSE payload arena: queues, depth and a payload of whole pages "
-        "are needed");
+        "FUSE payload arena: queues, depth, a payload of whole pages and "
+        "at most depth huge entries are needed");
   }
   const size_t bytes = size_t{queues} * depth * payload_bytes;
-  void* memory = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+  // One huge page more than needed, then the unaligned ends given back.
+  void* memory = mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED) {
     return ErrnoError(errno, "mmap of the FUSE payload buffers");
   }
-  return std::unique_ptr<PayloadArena>(new PayloadArena(
-      static_cast<uint8_t*>(memory), bytes, queues, depth, payload_bytes));
+  uint8_t* raw = static_cast<uint8_t*>(memory);
+  uint8_t* base = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) & ~(kHugePage - 1));
+  if (base > raw) munmap(raw, base - raw);
+  uint8_t* tail = base + bytes;
+  uint8_t* raw_end = raw + bytes + kHugePage;
+  if (raw_end > tail) munmap(tail, raw_end - tail);
+  std::unique_ptr<PayloadArena> arena(
+      new PayloadArena(base, bytes, queues, depth, payload_bytes));
+  if (huge_entries > 0) arena->AdviseHugeEntries(huge_entries);
+  return arena;
+}
+
+void PayloadArena::AdviseHugeEntries(uint32_t entries) {
+  huge_note_ = WhyNoHugePages();
+  if (!huge_note_.empty()) return;
+  const uintptr_t arena_start = reinterpret_cast<uintptr_t>(base_);
+  for (uint32_t qid = 0; qid < queues_; ++qid) {
+    // From the first huge entry, rounded down to a huge page (never below
+    // the arena: the rounding only reaches the queue before's top entries,
+    // which are advised too), to the queue's end.
+    const uintptr_t queue_end = reinterpret_cast<uintptr_t>(
+        QueueBase(qid) + size_t{depth_} * payload_bytes_);
+    uintptr_t start = reinterpret_cast<uintptr_t>(
+        QueueBase(qid) + size_t{depth_ - entries} * payload_bytes_);
+    start = std::max(start & ~(kHugePage - 1), arena_start);
+    if (madvise(reinterpret_cast<void*>(start), queue_end - start,
+                MADV_HUGEPAGE) != 0) {
+      huge_note_ = absl::StrCat("madvise(MADV_HUGEPAGE) of the FUSE payloads: ",
+                                strerror(errno));
+      madvise(base_, bytes_, MADV_NOHUGEPAGE);  // none then, not some
+      return;
+    }
+  }
+  huge_entries_ = entries;
 }
 
 PayloadArena::~PayloadArena() { munmap(base_, bytes_); }

@@ -9,23 +9,44 @@
 // base + (q * depth + e) * payload_bytes. Anonymous memory: only the pages
 // a request touches become resident, and the kernel reuses the entry
 // committed last first, so the arena costs address space, not memory.
+//
+// Huge entries. The top `huge_entries` entries of each queue (e from
+// depth - huge_entries up) are advised into transparent huge pages
+// (MADV_HUGEPAGE), so that a large request's payload is physically
+// contiguous and reaches the disk as a few segments instead of one per
+// 4 KiB page. Why: a virtio-blk disk without indirect descriptors takes
+// one descriptor per segment, and this machine's disk served 128 KiB reads
+// from scattered pages at half the rate it served them from huge pages
+// (docs/PERFORMANCE.md, "Huge pages for the FUSE payloads"). Why the top
+// ones: the channel registers entries in index order and the kernel hands
+// out the entry registered (later: committed) last first, so a queue that
+// never holds more than huge_entries requests at once only ever uses huge
+// ones. What it costs: a touched huge entry is resident as a whole (2 MiB
+// for two entries of 1 MiB), so at most huge_entries * payload_bytes per
+// queue that has been that busy.
+//
 // It must outlive the channel and every disk that lends it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "transport/lent_memory.h"
 
 namespace pvdisk::fuse::channel {
 
+// pvdisk mount's --fuse-huge-entries default.
+inline constexpr uint32_t kDefaultHugeEntries = 16;
+
 class PayloadArena {
  public:
-  // REQUIRES: payload_bytes is a multiple of 4096.
+  // REQUIRES: payload_bytes is a multiple of 4096, huge_entries <= depth.
   static absl::StatusOr<std::unique_ptr<PayloadArena>> Create(
-      uint32_t queues, uint32_t depth, uint32_t payload_bytes);
+      uint32_t queues, uint32_t depth, uint32_t payload_bytes,
+      uint32_t huge_entries = 0);
   ~PayloadArena();
   PayloadArena(const PayloadArena&) = delete;
   PayloadArena& operator=(const PayloadArena&) = delete;
@@ -39,6 +60,11 @@ class PayloadArena {
   uint32_t payload_bytes() const { return payload_bytes_; }
   transport::LentMemory lent() const { return {base_, bytes_}; }
 
+  // The entries per queue advised into huge pages: as asked, or 0 where the
+  // system has transparent huge pages off (then `huge_note` says why).
+  uint32_t huge_entries() const { return huge_entries_; }
+  const std::string& huge_note() const { return huge_note_; }
+
  private:
   PayloadArena(uint8_t* base, size_t bytes, uint32_t queues, uint32_t depth,
                uint32_t payload_bytes)
@@ -48,11 +74,17 @@ class PayloadArena {
         depth_(depth),
         payload_bytes_(payload_bytes) {}
 
+  // Advises the top `entries` entries of every queue; sets huge_entries_
+  // and huge_note_.
+  void AdviseHugeEntries(uint32_t entries);
+
   uint8_t* const base_;
   const size_t bytes_;
   const uint32_t queues_;
   const uint32_t depth_;
   const uint32_t payload_bytes_;
+  uint32_t huge_entries_ = 0;
+  std::string huge_note_;
 };
 
 }  // namespace pvdisk::fuse::channel

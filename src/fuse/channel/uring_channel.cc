@@ -460,6 +460,10 @@ void UringChannel::Run(Queue* queue) {
   }
 
   if (register_fuse) {
+    // In index order: the kernel hands out the entry registered last
+    // first, and afterwards the one committed last, so a queue that holds
+    // n requests at once uses its top n entries, which the payload arena
+    // puts in huge pages (payload_arena.h).
     for (uint32_t i = 0; i < depth_; ++i) {
       queue->QueueCommand(i, abi::kUringCmdRegister);
     }
