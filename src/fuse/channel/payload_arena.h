@@ -15,15 +15,17 @@
 // (MADV_HUGEPAGE), so that a large request's payload is physically
 // contiguous and reaches the disk as a few segments instead of one per
 // 4 KiB page. Why: a virtio-blk disk without indirect descriptors takes
-// one descriptor per segment, and this machine's disk served 128 KiB reads
-// from scattered pages at half the rate it served them from huge pages
-// (docs/PERFORMANCE.md, "Huge pages for the FUSE payloads"). Why the top
-// ones: the channel registers entries in index order and the kernel hands
-// out the entry registered (later: committed) last first, so a queue that
-// never holds more than huge_entries requests at once only ever uses huge
-// ones. What it costs: a touched huge entry is resident as a whole (2 MiB
-// for two entries of 1 MiB), so at most huge_entries * payload_bytes per
-// queue that has been that busy.
+// one descriptor per segment: native fio on this machine's disk read
+// 128 KiB blocks 4x faster from hugetlb buffers than from its own, and
+// pvdisk with huge entries beat the same build without them by 1.1-2.4x
+// side by side (by how much moved with the disk; the bench/compare matrix
+// showed no gain: docs/PERFORMANCE.md, "Huge pages for the FUSE
+// payloads"). Why the top ones: the channel registers entries in index
+// order and the kernel hands out the entry registered (later: committed)
+// last first, so a queue that never holds more than huge_entries requests
+// at once only ever uses huge ones. What it costs: a touched huge entry
+// is resident as a whole (2 MiB for two entries of 1 MiB), so at most
+// huge_entries * payload_bytes per queue that has been that busy.
 //
 // It must outlive the channel and every disk that lends it.
 #pragma once
