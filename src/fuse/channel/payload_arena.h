@@ -22,10 +22,13 @@
 // showed no gain: docs/PERFORMANCE.md, "Huge pages for the FUSE
 // payloads"). Why the top ones: the channel registers entries in index
 // order and the kernel hands out the entry registered (later: committed)
-// last first, so a queue that never holds more than huge_entries requests
-// at once only ever uses huge ones. What it costs: a touched huge entry
-// is resident as a whole (2 MiB for two entries of 1 MiB), so at most
-// huge_entries * payload_bytes per queue that has been that busy.
+// last first, so a fresh queue that never holds more than huge_entries
+// requests at once only ever uses huge ones; and the channel commits each
+// batch of replies in index order, so that after a deeper burst has
+// cycled through other entries the top ones come back on top (mostly:
+// a reply committed alone goes on top whatever its index). What it costs: a
+// touched huge entry is resident as a whole (2 MiB for two entries of 1 MiB),
+// so at most huge_entries * payload_bytes per queue that has been that busy.
 //
 // It must outlive the channel and every disk that lends it.
 #pragma once

@@ -220,8 +220,17 @@ struct UringChannel::Queue final : public io::RingLender {
     return false;
   }
 
-  // Commits what was answered (here and on other threads).
+  // Commits what was answered (here and on other threads), in index order.
+  // Why: the kernel puts an entry committed back at the head of the queue's
+  // list of free entries and takes new requests from there, so the entry
+  // committed last is reused first. Committing each batch in index order
+  // keeps the top entries, those in huge pages (payload_arena.h), on top:
+  // a queue that holds few requests at once keeps to them even after a
+  // deeper burst has cycled through the others. Committed in the order
+  // answered, a 128 KiB job at depth 8 after a 4 KiB job at depth 32
+  // kept the burst's last entries (docs/PERFORMANCE.md).
   void FlushCommits() {
+    std::sort(local_commits.begin(), local_commits.end());
     for (uint32_t index : local_commits) {
       --with_handler;
       QueueCommand(index, abi::kUringCmdCommitAndFetch);
