@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/thp_mode.h"
 #include "fuse_harness.h"
 #include "gtest/gtest.h"
 
@@ -22,16 +23,6 @@ constexpr uint64_t kMiB = 1 << 20;
 
 bool KernelHasFuseUring() {
   return access("/sys/module/fuse/parameters/enable_uring", F_OK) == 0;
-}
-
-// The bracketed word of the system's THP setting, or "none".
-std::string ThpMode() {
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string line;
-  if (!in || !std::getline(in, line)) return "none";
-  size_t open = line.find('['), close = line.find(']');
-  if (open == std::string::npos || close == std::string::npos) return "none";
-  return line.substr(open + 1, close - open - 1);
 }
 
 // The daemon's resident anonymous huge pages, in KiB (-1 if unreadable).
@@ -68,7 +59,7 @@ const std::vector<std::string> kDeepJob = {
 TEST(HugePayloadsTest, LargeAndDeepJobsReadBackWithinTheHugeEntries) {
   PVDISK_REQUIRE_FIO();
   if (!KernelHasFuseUring()) GTEST_SKIP() << "no FUSE over io_uring here";
-  const std::string mode = ThpMode();
+  const std::string mode = testing::ThpMode();
   const bool thp = mode == "madvise" || mode == "always";
   TempDir dir;
   CreateImage(dir.Path("disk0.img"), 64 * kMiB);
@@ -119,7 +110,7 @@ TEST(HugePayloadsTest, NoneAskedNoneMade) {
   EXPECT_EQ(stats.config["fuse_huge_entries"], "0");
   EXPECT_EQ(stats["errors"], 0u);
   // Under "madvise" nothing else in the daemon asks for huge pages.
-  if (ThpMode() == "madvise") {
+  if (testing::ThpMode() == "madvise") {
     EXPECT_EQ(AnonHugeKib(mount.daemon_pid()), 0);
   }
 }

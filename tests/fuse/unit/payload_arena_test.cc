@@ -9,23 +9,13 @@
 #include <sstream>
 #include <string>
 
+#include "common/thp_mode.h"
 #include "gtest/gtest.h"
 
 namespace pvdisk::fuse::channel {
 namespace {
 
 constexpr uint32_t kMiB = 1 << 20;
-
-// "always", "madvise" or "never": the bracketed word of the THP setting;
-// "none" on a kernel without transparent huge pages.
-std::string ThpMode() {
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string line;
-  if (!in || !std::getline(in, line)) return "none";
-  size_t open = line.find('['), close = line.find(']');
-  if (open == std::string::npos || close == std::string::npos) return "none";
-  return line.substr(open + 1, close - open - 1);
-}
 
 // A field ("THPeligible", "AnonHugePages") of the mapping holding `at`, in
 // /proc/self/smaps; -1 if not found.
@@ -68,7 +58,7 @@ TEST(PayloadArenaTest, RefusesMoreHugeEntriesThanTheDepth) {
 }
 
 TEST(PayloadArenaTest, TheTopEntriesOfEachQueueAreAdvisedIntoHugePages) {
-  const std::string mode = ThpMode();
+  const std::string mode = testing::ThpMode();
   auto arena = PayloadArena::Create(2, 8, kMiB, 4);
   ASSERT_TRUE(arena.ok()) << arena.status();
   PayloadArena& a = **arena;
@@ -97,7 +87,7 @@ TEST(PayloadArenaTest, TheTopEntriesOfEachQueueAreAdvisedIntoHugePages) {
 }
 
 TEST(PayloadArenaTest, NoHugeEntriesLeavesTheArenaToTheSystemDefault) {
-  const std::string mode = ThpMode();
+  const std::string mode = testing::ThpMode();
   if (mode != "madvise") GTEST_SKIP() << "needs THP madvise, have " << mode;
   auto arena = PayloadArena::Create(2, 8, kMiB, 0);
   ASSERT_TRUE(arena.ok()) << arena.status();
