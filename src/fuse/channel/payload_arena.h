@@ -18,9 +18,9 @@
 // one descriptor per segment: native fio on this machine's disk read
 // 128 KiB blocks 4x faster from hugetlb buffers than from its own, and
 // pvdisk with huge entries beat the same build without them by 1.1-2.4x
-// side by side (by how much moved with the disk; the bench/compare matrix
-// showed no gain: docs/PERFORMANCE.md, "Huge pages for the FUSE
-// payloads"). Why the top ones: the channel registers entries in index
+// side by side (by how much moved with the disk; docs/PERFORMANCE.md,
+// "Huge pages for the FUSE payloads" and "Why the matrix did not show the
+// huge entries"). Why the top ones: the channel registers entries in index
 // order and the kernel hands out the entry registered (later: committed)
 // last first, so a fresh queue that never holds more than huge_entries
 // requests at once only ever uses huge ones; and the channel commits each
