@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <thread>
@@ -32,6 +33,7 @@ struct FioReads {
   double iops = 0;
   double mean_us = 0;  // completion latency from fio's submission
   double min_us = 0;
+  double median_us = 0;  // completion latency's 50th percentile (fio's clat)
 };
 
 // Runs fio with JSON output on `file`; nullopt (and a test failure) if it
@@ -55,11 +57,17 @@ std::optional<FioReads> RunFio(const std::string& file,
   const JsonValue* iops = read ? read->Find("iops") : nullptr;
   const JsonValue* mean = lat ? lat->Find("mean") : nullptr;
   const JsonValue* min = lat ? lat->Find("min") : nullptr;
-  if (iops == nullptr || mean == nullptr || min == nullptr) {
+  const JsonValue* clat = read ? read->Find("clat_ns") : nullptr;
+  const JsonValue* percentiles = clat ? clat->Find("percentile") : nullptr;
+  const JsonValue* median =
+      percentiles ? percentiles->Find("50.000000") : nullptr;
+  if (iops == nullptr || mean == nullptr || min == nullptr ||
+      median == nullptr) {
     ADD_FAILURE() << "unreadable fio output (" << error << "): " << fio.out;
     return std::nullopt;
   }
-  return FioReads{iops->number, mean->number / 1000, min->number / 1000};
+  return FioReads{iops->number, mean->number / 1000, min->number / 1000,
+                  median->number / 1000};
 }
 
 // On the uring channel each CPU's FUSE queue holds 128 requests by default:
@@ -90,15 +98,19 @@ TEST_P(DelayTest, NullDiskShowsTheDelayInFioAndInTheStats) {
       << stats.config["engine_mode"];
 
   // One request at a time: its latency is the delay plus the path's own
-  // cost (tens of microseconds idle; two wake-ups from sleep per request,
-  // fio's and the queue thread's, which on a loaded host took the best of
-  // three runs to 2200-2216 us on the uring channel). Within 15% of 2 ms in
-  // fio's mean (a delay lost or applied twice is far outside), and the
-  // stats' median, taken inside pvdisk, in the histogram bucket that holds
-  // 2 ms + 10% (2097 < x <= 2359.3 us; p50 is the bucket's upper bound,
-  // shown as 2360).
+  // cost, tens of microseconds (idle here: fio's mean 2096-2100 us, median
+  // 2073). Each request takes two wake-ups from sleep, fio's and the queue
+  // thread's, and on a loaded host a few of them take milliseconds: with
+  // two busy loops beside it fio's maximum was 7.5-8.1 ms, its mean 2130
+  // and its median 2056-2073 us; on loaded CI hosts the mean of the best of
+  // three runs came to 2200-2310 us. So the "within 10% of 2 ms" is
+  // checked on fio's median, which such stalls do not move; the mean only
+  // for a delay applied twice (4 ms); and the stats' median, taken inside
+  // pvdisk from submission to completion, in the histogram bucket that
+  // holds 2 ms + 10% (2097 < x <= 2359.3 us; p50 is the bucket's upper
+  // bound, shown as 2360).
   std::optional<FioReads> best;
-  uint64_t best_p50 = 0;
+  uint64_t best_p50 = UINT64_MAX;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     ResetStats(mount.mountpoint());
     std::optional<FioReads> reads = RunFio(
@@ -108,17 +120,19 @@ TEST_P(DelayTest, NullDiskShowsTheDelayInFioAndInTheStats) {
     // Never early, whatever the load.
     EXPECT_GE(reads->min_us, 2000) << "a completion came before its delay";
     stats = StatsOf(mount.mountpoint(), "disk0.img");
-    if (!best || reads->mean_us < best->mean_us) {
-      best = reads;
-      best_p50 = stats["lat_us_p50"];
+    if (!best || reads->median_us < best->median_us) best = reads;
+    best_p50 = std::min(best_p50, stats["lat_us_p50"]);
+    if (best->median_us <= 2200 && best->mean_us < 3000 && best_p50 <= 2360) {
+      break;
     }
-    if (best->mean_us <= 2300) break;
   }
-  EXPECT_GE(best->mean_us, 2000);
-  EXPECT_LE(best->mean_us, 2300)
-      << "fio's mean latency, best of " << kAttempts << " (machine loaded?)";
+  EXPECT_GE(best->median_us, 2000);
+  EXPECT_LE(best->median_us, 2200)
+      << "fio's median latency, best of " << kAttempts;
+  EXPECT_LT(best->mean_us, 3000) << "fio's mean latency (a delay twice?)";
   EXPECT_GE(best_p50, 2000u);
-  EXPECT_LE(best_p50, 2360u) << "the stats' median latency";
+  EXPECT_LE(best_p50, 2360u)
+      << "the stats' median latency, best of " << kAttempts;
   EXPECT_EQ(stats["errors"], 0u);
   EXPECT_EQ(stats["engine_inflight_max"], 1u);
 }

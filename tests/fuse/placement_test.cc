@@ -138,10 +138,14 @@ TEST(PlacementTest, InlineSpinsForTheLoneCompletion) {
     if (std::string(poll_us) == "0") {
       EXPECT_EQ(stats["polls_hit"], 0u);
     } else {
-      // A spin ends at the first completion of any kind, one per read at
-      // most; a 200 us spin finds the completion of a read from the page
-      // cache or a local disk nearly always.
-      EXPECT_LE(stats["polls_hit"], reads);
+      // A spin ends at the first completion of any kind, or at task work
+      // the kernel queued for the ring; a 200 us spin finds the completion
+      // of a read from the page cache or a local disk nearly always. The
+      // read's completion ends one spin, but another event may end one
+      // first and the thread then spins again for the read (a CI run
+      // counted 1047 hits for 1024 reads), so the bound is loose: what it
+      // rules out is a hit counted twice, e.g. once per queue.
+      EXPECT_LE(stats["polls_hit"], reads + reads / 4);
       EXPECT_GT(stats["polls_hit"], reads / 2)
           << "one read at a time, yet 200 us spins rarely found its "
              "completion";
