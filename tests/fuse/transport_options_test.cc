@@ -216,7 +216,7 @@ TEST_P(DeepQueueTest, RingAndEngineFillUpToTheCap) {
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
 
   CommandResult fio =
-      RunFio(mount, RandomReadJob(1024, 3, /*time_based=*/true));
+      RunFio(mount, RandomReadJob(1024, 1, /*time_based=*/true));
   EXPECT_EQ(fio.exit_code, 0) << fio.Describe();
 
   DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
