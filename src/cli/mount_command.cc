@@ -158,6 +158,12 @@ const std::vector<FlagSpec>& MountFlags() {
        "first) whose payloads are in transparent huge pages, so that a large "
        "request reaches the disk in few segments; each costs up to 1 MiB of "
        "memory once used; 0 to --fuse-queue-depth"},
+      {"fuse-spread", true, false, "on|off", "on",
+       "with --placement inline: a FUSE uring queue thread that holds 8 or "
+       "more requests at once hands every other reply to another queue "
+       "thread, which commits it and so takes that entry's later requests "
+       "(one submitter's depth then runs on every CPU); an entry goes home "
+       "again when it comes alone"},
       {"fuse-queue-pin", true, false, "auto|on|off", "auto",
        "where each FUSE uring queue's thread runs: on = on its CPU (the CPU "
        "its requests come from), off = where the scheduler puts it, auto = "
@@ -481,8 +487,14 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
     }
     config->channel.fuse_io = fuse::channel::FuseIo::kClassic;
   }
-  for (const char* flag :
-       {"fuse-queue-depth", "fuse-queue-pin", "fuse-huge-entries"}) {
+  const std::string spread = parsed.Get("fuse-spread", "on");
+  if (spread != "on" && spread != "off") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fuse-spread must be on or off, not '", spread, "'"));
+  }
+  config->channel.spread = spread == "on";
+  for (const char* flag : {"fuse-queue-depth", "fuse-queue-pin",
+                           "fuse-huge-entries", "fuse-spread"}) {
     if (parsed.Has(flag) &&
         config->channel.fuse_io == fuse::channel::FuseIo::kClassic) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -526,6 +538,16 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
                                         budget);
   }
   PVDISK_RETURN_IF_ERROR(fits);
+  // Replies spread between queue threads only where those threads carry
+  // the I/O themselves.
+  if (parsed.Has("fuse-spread") && config->channel.spread &&
+      transport.placement != transport::Placement::kInline) {
+    return absl::InvalidArgumentError(
+        "--fuse-spread on moves replies between the FUSE queue threads of "
+        "the inline placement; with backend threads (--placement "
+        "backend-thread, or a flag that needs them) the backend threads "
+        "reply, so leave --fuse-spread out or use --placement inline");
+  }
 
   config->allow_other = parsed.Has("allow-other");
   if (config->allow_other && geteuid() != 0 &&
@@ -695,6 +717,13 @@ int RunMount(const std::vector<std::string>& args) {
     config.options.fuse_queue_pin =
         std::string(fuse::channel::QueuePinName(config.channel.queue_pin));
   }
+  // What the stats header shows: spreading needs the inline placement and
+  // a second queue thread to spread to.
+  config.channel.spread =
+      config.channel.spread && *fuse_io == fuse::channel::FuseIo::kUring &&
+      transport.placement == transport::Placement::kInline &&
+      config.options.fuse_queues > 1;
+  config.options.fuse_spread = config.channel.spread ? "on" : "off";
   if (!fuse_io_note.empty()) std::printf("pvdisk: %s\n", fuse_io_note.c_str());
   if (config.foreground) return Serve(config, -1);
 

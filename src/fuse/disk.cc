@@ -275,6 +275,8 @@ stats::DiskReport Disk::Report() const {
       {"fuse_huge_entries", options_.fuse_queues == 0
                                 ? std::string("none")
                                 : absl::StrCat(options_.fuse_huge_entries)},
+      {"fuse_spread",
+       options_.fuse_queues == 0 ? std::string("none") : options_.fuse_spread},
       // Where the backend side of each queue runs: its own thread(s), in
       // the daemon or in a backend process, or the thread of the FUSE queue
       // its requests come from.

@@ -65,6 +65,8 @@ struct DiskOptions {
   // uring: the entries per queue whose payloads are in huge pages (0: none,
   // e.g. without zero copy or with transparent huge pages off).
   uint32_t fuse_huge_entries = 0;
+  // uring: "on" when queue threads at depth spread replies (--fuse-spread).
+  std::string fuse_spread = "off";
   BackendMode backend = BackendMode::kThread;
   // --backend process: deaths per minute before the disk fails with EIO.
   uint32_t backend_restart_limit = 5;

@@ -69,6 +69,7 @@ absl::Status Filesystem::MountAndServe(
     serve.companion = [disks](uint32_t qid) {
       return std::make_unique<InlineDriver>(disks, qid);
     };
+    serve.spread_entries = channel_.spread;
   }
   FilesystemHandler handler(this);
   channel::ServeHooks hooks;

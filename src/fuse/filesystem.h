@@ -39,6 +39,8 @@ struct FuseChannelOptions {
   // huge pages (--fuse-huge-entries; payload_arena.h says why).
   uint32_t huge_entries = channel::kDefaultHugeEntries;
   channel::QueuePin queue_pin = channel::QueuePin::kAuto;  // kUring
+  // kUring with the inline placement: --fuse-spread (uring_channel.h).
+  bool spread = false;
 };
 
 class Filesystem {

@@ -75,7 +75,7 @@ absl::Status Serve(const ServeOptions& options, protocol::Handler* handler,
     ring = std::make_unique<UringChannel>(
         mount->fd(), &session, options.queue_depth, session_options.max_write,
         options.companion, options.companion_sq_entries, options.arena,
-        options.queue_pin);
+        options.queue_pin, options.spread_entries);
     if (absl::Status started = ring->Start(); !started.ok()) {
       mount->Unmount();
       return started;

@@ -37,6 +37,9 @@ struct ServeOptions {
   // kUring: where the entries' payload buffers are (may be null).
   const PayloadArena* arena = nullptr;
   QueuePin queue_pin = QueuePin::kAuto;  // kUring: where queue threads run
+  // kUring with companions: a queue thread that holds many requests sends
+  // some replies out through the other queue threads (uring_channel.h).
+  bool spread_entries = false;
   protocol::SessionOptions session;
 };
 

@@ -29,9 +29,24 @@ namespace {
 // or a companion's CQE (a lent tag, from bit RingLender::kSinkBits up).
 constexpr uint64_t kWakeTag = uint64_t{1} << 32;
 constexpr size_t kHeaderBytes = 512;  // one fuse_uring_req_header, padded
+// A queue thread holding this many requests at once sends every other
+// reply out through another queue thread (UringChannel::SpreadTarget).
+constexpr uint32_t kSpreadDepth = 8;
 
 uint64_t Slot(uint32_t qid, uint32_t entry) {
   return (uint64_t{qid} << 32) | entry;
+}
+
+// A FUSE entry command's user_data: its FUSE queue and index, below
+// kWakeTag (queue depths and queue counts are below 2^16).
+constexpr uint64_t EntryTag(uint32_t qid, uint32_t index) {
+  return (uint64_t{qid} << 16) | index;
+}
+constexpr uint32_t EntryQueue(uint64_t tag) {
+  return static_cast<uint32_t>(tag >> 16);
+}
+constexpr uint32_t EntryIndex(uint64_t tag) {
+  return static_cast<uint32_t>(tag & 0xffff);
 }
 
 }  // namespace
@@ -59,6 +74,9 @@ struct UringChannel::Queue final : public io::RingLender {
     uint64_t commit_id = 0;
     uint32_t last_cmd = abi::kUringCmdRegister;
     State state = State::kInKernel;
+    // The queue thread whose ring holds the entry's command, which takes
+    // its requests and commits its replies (set when it registers it).
+    Queue* holder = nullptr;
   };
 
   uint32_t qid = 0;
@@ -79,13 +97,19 @@ struct UringChannel::Queue final : public io::RingLender {
   bool companion_attached = false;
   std::vector<io::CqeSink*> sinks;  // lent tag >> kSinkBits, minus one
 
-  // Owner thread only.
-  std::vector<uint32_t> local_commits;
+  // Owner thread only. Commits as EntryTag(fuse queue, index).
+  std::vector<uint64_t> local_commits;
   uint32_t with_handler = 0;  // entries handed out, not yet committed
+
+  uint32_t spread_turn = 0;  // which of the replies at depth move away
 
   // Answers made on other threads.
   std::mutex mu;
-  std::vector<uint32_t> remote_commits;  // guarded by mu
+  std::vector<uint64_t> remote_commits;  // guarded by mu
+  // Entries another queue thread hands over for this one to commit, and
+  // so to hold from then on (guarded by mu); refused once `closed`.
+  std::vector<uint64_t> moved_in;
+  bool closed = false;
   std::atomic<bool> wake_pending{false};
 
   ~Queue() override {
@@ -158,12 +182,14 @@ struct UringChannel::Queue final : public io::RingLender {
     return sqe;
   }
 
-  // Queues the entry's next command (REGISTER or COMMIT_AND_FETCH).
-  void QueueCommand(uint32_t index, uint32_t cmd) {
-    Entry& entry = entries[index];
+  // Queues, on this thread's ring, the next command (REGISTER or
+  // COMMIT_AND_FETCH) of entry `index` of FUSE queue `owner`.
+  void QueueCommand(Queue& owner, uint32_t index, uint32_t cmd) {
+    Entry& entry = owner.entries[index];
+    entry.holder = this;
     io_uring_sqe* sqe = GetSqe();
     if (sqe == nullptr) {
-      LogInfo("FUSE queue %u: no submission slot; entry lost", qid);
+      LogInfo("FUSE queue %u: no submission slot; entry lost", owner.qid);
       entry.state = State::kDead;
       return;
     }
@@ -172,9 +198,9 @@ struct UringChannel::Queue final : public io::RingLender {
     sqe->flags = IOSQE_FIXED_FILE;
     sqe->fd = 0;  // index into the registered files
     sqe->cmd_op = cmd;
-    sqe->user_data = index;
+    sqe->user_data = EntryTag(owner.qid, index);
     auto* request = reinterpret_cast<abi::fuse_uring_cmd_req*>(sqe->cmd);
-    request->qid = static_cast<uint16_t>(qid);
+    request->qid = static_cast<uint16_t>(owner.qid);
     if (cmd == abi::kUringCmdRegister) {
       sqe->addr = reinterpret_cast<uint64_t>(entry.iov);
       sqe->len = 2;
@@ -229,21 +255,35 @@ struct UringChannel::Queue final : public io::RingLender {
   // deeper burst has cycled through the others. Committed in the order
   // answered, a 128 KiB job at depth 8 after a 4 KiB job at depth 32
   // kept the burst's last entries (docs/PERFORMANCE.md).
-  void FlushCommits() {
+  void FlushCommits(const std::vector<std::unique_ptr<Queue>>& all) {
     std::sort(local_commits.begin(), local_commits.end());
-    for (uint32_t index : local_commits) {
+    for (uint64_t tag : local_commits) {
       --with_handler;
-      QueueCommand(index, abi::kUringCmdCommitAndFetch);
+      QueueCommand(*all[EntryQueue(tag)], EntryIndex(tag),
+                   abi::kUringCmdCommitAndFetch);
     }
     local_commits.clear();
   }
   void TakeRemoteCommits() {
     wake_pending.store(false, std::memory_order_release);
-    std::vector<uint32_t> taken;
+    std::vector<uint64_t> taken;
     {
       std::lock_guard<std::mutex> lock(mu);
       taken.swap(remote_commits);
     }
+    local_commits.insert(local_commits.end(), taken.begin(), taken.end());
+    TakeMovedIn(/*close=*/false);
+  }
+  // Takes the entries handed over to this thread (see Send), and with
+  // `close` refuses further ones: a thread that is about to exit.
+  void TakeMovedIn(bool close) {
+    std::vector<uint64_t> taken;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      taken.swap(moved_in);
+      if (close) closed = true;
+    }
+    with_handler += static_cast<uint32_t>(taken.size());
     local_commits.insert(local_commits.end(), taken.begin(), taken.end());
   }
 };
@@ -257,7 +297,7 @@ UringChannel::UringChannel(int fd, protocol::Session* session,
                            uint32_t queue_depth, uint32_t payload_bytes,
                            RingCompanionMaker make_companion,
                            uint32_t companion_sq_entries,
-                           const PayloadArena* arena, QueuePin pin)
+                           const PayloadArena* arena, QueuePin pin, bool spread)
     : fd_(fd),
       session_(session),
       depth_(queue_depth),
@@ -265,7 +305,8 @@ UringChannel::UringChannel(int fd, protocol::Session* session,
       make_companion_(std::move(make_companion)),
       companion_sq_entries_(companion_sq_entries),
       arena_(arena),
-      pin_(pin) {}
+      pin_(pin),
+      spread_(spread) {}
 
 UringChannel::~UringChannel() { Stop(); }
 
@@ -353,15 +394,53 @@ void UringChannel::Send(uint64_t slot, uint64_t unique, int error,
   out.unique = unique;
   std::memcpy(entry.header->in_out, &out, sizeof(out));
   entry.header->ring_ent_in_out.payload_sz = static_cast<uint32_t>(total);
-  if (current_queue == &queue) {
-    queue.local_commits.push_back(index);
+  Queue& holder = *entry.holder;
+  if (current_queue == &holder) {
+    Queue* to = SpreadTarget(holder, queue);
+    if (to != nullptr) {
+      bool moved = false;
+      {
+        std::lock_guard<std::mutex> lock(to->mu);
+        if (!to->closed) {
+          to->moved_in.push_back(EntryTag(queue.qid, index));
+          moved = true;
+        }
+      }
+      if (moved) {
+        --holder.with_handler;
+        to->Wake();
+        return;
+      }
+    }
+    holder.local_commits.push_back(EntryTag(queue.qid, index));
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(queue.mu);
-    queue.remote_commits.push_back(index);
+    std::lock_guard<std::mutex> lock(holder.mu);
+    holder.remote_commits.push_back(EntryTag(queue.qid, index));
   }
-  queue.Wake();
+  holder.Wake();
+}
+
+UringChannel::Queue* UringChannel::SpreadTarget(Queue& holder,
+                                                const Queue& owner) {
+  const uint32_t n = static_cast<uint32_t>(queues_.size());
+  if (!spread_ || n < 2 || stop_taking_.load(std::memory_order_relaxed)) {
+    return nullptr;
+  }
+  if (&holder == &owner) {
+    // At depth every other reply goes out through another queue thread, in
+    // turn. Where the balance settles: this thread keeps handing entries
+    // away while it holds kSpreadDepth or more (measured at one fio job of
+    // depth 32 on 2 CPUs: both threads equally busy).
+    if (holder.with_handler < kSpreadDepth) return nullptr;
+    const uint32_t turn = holder.spread_turn++;
+    if (turn % 2 == 0) return nullptr;
+    return queues_[(holder.qid + 1 + (turn / 2) % (n - 1)) % n].get();
+  }
+  // A lone request on another queue's entry: the entry goes home.
+  if (holder.with_handler <= 1) return queues_[owner.qid].get();
+  return nullptr;
 }
 
 std::span<uint8_t> UringChannel::PayloadBuffer(uint64_t slot) {
@@ -474,7 +553,7 @@ void UringChannel::Run(Queue* queue) {
     // n requests at once uses its top n entries, which the payload arena
     // puts in huge pages (payload_arena.h).
     for (uint32_t i = 0; i < depth_; ++i) {
-      queue->QueueCommand(i, abi::kUringCmdRegister);
+      queue->QueueCommand(*queue, i, abi::kUringCmdRegister);
     }
   }
   queue->ArmWake();
@@ -483,8 +562,10 @@ void UringChannel::Run(Queue* queue) {
     // The companion answers what its I/O finished (replies made here are
     // local commits) and queues new I/O on this ring.
     const bool busy = companion != nullptr && companion->Run();
-    queue->FlushCommits();
+    queue->FlushCommits(queues_);
     if (stopping && queue->with_handler == 0) {
+      queue->TakeMovedIn(/*close=*/true);
+      queue->FlushCommits(queues_);
       io_uring_submit(&queue->uring);  // the last commits
       break;
     }
@@ -524,11 +605,13 @@ void UringChannel::Run(Queue* queue) {
         queue->ArmWake();
         continue;
       }
-      if (tag >= queue->entries.size()) continue;
-      uint32_t index = static_cast<uint32_t>(tag);
-      Queue::Entry& entry = queue->entries[index];
+      if (EntryQueue(tag) >= queues_.size()) continue;
+      Queue& owner = *queues_[EntryQueue(tag)];
+      uint32_t index = EntryIndex(tag);
+      if (index >= owner.entries.size()) continue;
+      Queue::Entry& entry = owner.entries[index];
       if (res == -EAGAIN || res == -EINTR) {
-        queue->QueueCommand(index, entry.last_cmd);
+        queue->QueueCommand(owner, index, entry.last_cmd);
         continue;
       }
       if (res != 0) {
@@ -559,13 +642,13 @@ void UringChannel::Run(Queue* queue) {
           entry.payload,
           std::min<uint32_t>(entry.header->ring_ent_in_out.payload_sz,
                              payload_bytes_));
-      session_->Process(raw, this, Slot(queue->qid, index));
+      session_->Process(raw, this, Slot(owner.qid, index));
       uint32_t opcode = raw.header->opcode;
       if (opcode == abi::kForget || opcode == abi::kBatchForget ||
           opcode == abi::kInterrupt) {
         // Never sent over the ring (they stay on /dev/fuse), and the
         // Session answers them with nothing; the entry must still go back.
-        protocol::Reply(this, Slot(queue->qid, index), raw.header->unique)
+        protocol::Reply(this, Slot(owner.qid, index), raw.header->unique)
             .Error(ENOSYS);
       }
       // Last in the entry's turn: the commits flushed here hand entries,
@@ -574,7 +657,7 @@ void UringChannel::Run(Queue* queue) {
       // round's own submit.)
       if (companion != nullptr && taken % kEarlySubmitEvery == 0) {
         companion->Run();  // takes the requests, queues their image I/O
-        queue->FlushCommits();
+        queue->FlushCommits(queues_);
         io_uring_submit(&queue->uring);
       }
     }

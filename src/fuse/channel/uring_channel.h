@@ -26,6 +26,17 @@
 // owner through an eventfd that its ring watches, only if no wake-up is
 // pending already. Replies made on the owner thread (synchronous handlers)
 // are committed directly, batched into the next io_uring_enter.
+//
+// Spreading (`spread`, --fuse-spread; the inline placement): the kernel
+// finds a COMMIT_AND_FETCH's entry by the queue id and commit id it
+// carries, whichever of our rings it comes on, and sends that entry's next
+// request to the ring that committed it. So an entry of FUSE queue q may be
+// held by another queue's thread: the thread whose ring it was last
+// committed on (Entry::holder) takes its requests and commits its replies.
+// At depth a thread hands every other reply it makes to another queue
+// thread, which commits it and keeps the entry; an entry that comes alone
+// to a thread not its own goes home the same way (SpreadTarget). One
+// submitter's depth, all on its CPU's queue, then runs on every CPU.
 #pragma once
 
 #include <atomic>
@@ -66,13 +77,14 @@ class UringChannel final : public protocol::ReplySink {
   // are, when the disks may grant them to their backends
   // (payload_arena.h); it must have PossibleCpus() queues of this depth and
   // payload size. Without one each queue maps its own. `pin`: where each
-  // queue's thread runs (queue_affinity.h).
+  // queue's thread runs (queue_affinity.h). `spread`: hand replies between
+  // queue threads at depth (above; meant for queues with companions).
   UringChannel(int fd, protocol::Session* session, uint32_t queue_depth,
                uint32_t payload_bytes,
                RingCompanionMaker make_companion = nullptr,
                uint32_t companion_sq_entries = 0,
                const PayloadArena* arena = nullptr,
-               QueuePin pin = QueuePin::kAuto);
+               QueuePin pin = QueuePin::kAuto, bool spread = false);
   ~UringChannel() override;
   UringChannel(const UringChannel&) = delete;
   UringChannel& operator=(const UringChannel&) = delete;
@@ -103,6 +115,9 @@ class UringChannel final : public protocol::ReplySink {
  private:
   struct Queue;
   void Run(Queue* queue);
+  // On the holder's thread, for a reply it makes to an entry of `owner`:
+  // the queue thread to hand the entry to, or null to commit it here.
+  Queue* SpreadTarget(Queue& holder, const Queue& owner);
   friend struct Queue;
 
   const int fd_;
@@ -113,6 +128,7 @@ class UringChannel final : public protocol::ReplySink {
   const uint32_t companion_sq_entries_;
   const PayloadArena* const arena_;
   const QueuePin pin_;
+  const bool spread_;
   std::vector<std::unique_ptr<Queue>> queues_;
   std::atomic<bool> stop_taking_{false};
   std::atomic<bool> stop_{false};

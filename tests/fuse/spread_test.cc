@@ -1,0 +1,103 @@
+// --fuse-spread (the inline placement): one submitter's requests all arrive
+// on the FUSE queue of its CPU; at depth that queue's thread hands every
+// other reply to another queue thread, which commits it and so takes that
+// entry's later requests, so that the depth runs on every CPU. An entry
+// that then comes alone goes home. The data verifies either way, and
+// --fuse-spread off keeps every request on the submitter's queue.
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "fuse_harness.h"
+#include "gtest/gtest.h"
+
+namespace pvdisk::fuse_testing {
+namespace {
+
+constexpr uint64_t kMiB = 1 << 20;
+
+#define PVDISK_REQUIRE_TWO_URING_QUEUES()                                    \
+  do {                                                                       \
+    PVDISK_REQUIRE_FIO();                                                    \
+    if (access("/sys/module/fuse/parameters/enable_uring", F_OK) != 0) {     \
+      GTEST_SKIP() << "this kernel has no FUSE over io_uring (no "           \
+                      "enable_uring parameter): spreading needs its queues"; \
+    }                                                                        \
+    if (PossibleCpuCount() < 2 || sysconf(_SC_NPROCESSORS_ONLN) < 2) {       \
+      GTEST_SKIP() << "one CPU: one FUSE queue, nothing to spread to";       \
+    }                                                                        \
+  } while (0)
+
+// fio on CPU 0 alone: every request arrives on FUSE queue 0.
+std::vector<std::string> OnCpuZero(std::vector<std::string> args) {
+  args.push_back("--cpus_allowed=0");
+  return args;
+}
+
+uint64_t Sum(const DiskStats& stats, const char* counter) {
+  uint64_t sum = 0;
+  for (const auto& queue : stats.queues) sum += queue.at(counter);
+  return sum;
+}
+
+class SpreadTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SpreadTest, OneSubmittersDepthRunsOnEveryQueueAndVerifies) {
+  PVDISK_REQUIRE_TWO_URING_QUEUES();
+  const bool spread = GetParam() == "on";
+  TempDir dir;
+  CreateImage(dir.Path("disk0.img"), 64 * kMiB);
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", dir.Path("disk0.img"), "--fuse-io", "uring",
+               "--placement", "inline", "--fuse-spread", GetParam()});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  EXPECT_EQ(StatsOf(mount.mountpoint(), "disk0.img").config["fuse_spread"],
+            GetParam());
+
+  // Deep verified writes from CPU 0.
+  ExpectFioClean(RunCommand(
+      FioCommand(mount.Path("disk0.img"),
+                 OnCpuZero({"--rw=randwrite", "--bs=4k", "--iodepth=32",
+                            "--size=32M", "--verify=crc32c"})),
+      std::chrono::seconds(180)));
+  DiskStats deep = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_EQ(deep["errors"], 0u);
+  EXPECT_EQ(deep["inflight"], 0u);
+  const uint64_t writes = Sum(deep, "reqs_write");
+  ASSERT_GT(writes, 0u);
+  uint64_t elsewhere = writes - deep.queues[0]["reqs_write"];
+  if (spread) {
+    // Every other reply at depth 8 or more moves an entry away; the share
+    // that runs elsewhere settles where queue 0's thread holds fewer than
+    // 8, so well above a tenth at depth 32.
+    EXPECT_GT(elsewhere, writes / 10)
+        << "of " << writes << " writes from CPU 0, " << elsewhere
+        << " ran on other queues";
+  } else {
+    EXPECT_EQ(elsewhere, 0u) << "of " << writes << " writes from CPU 0";
+  }
+  ExpectTotalsAgreeWithQueues(deep);
+
+  // Then one request at a time: an entry held elsewhere that comes alone
+  // goes home with its reply, so at most the first few requests (one per
+  // entry the job cycles through before settling) run elsewhere.
+  ResetStats(mount.mountpoint());
+  ExpectFioClean(RunCommand(
+      FioCommand(mount.Path("disk0.img"),
+                 OnCpuZero({"--rw=randread", "--bs=4k", "--iodepth=1",
+                            "--size=32M", "--io_size=4M"})),
+      std::chrono::seconds(120)));
+  DiskStats alone = StatsOf(mount.mountpoint(), "disk0.img");
+  const uint64_t reads = Sum(alone, "reqs_read");
+  EXPECT_EQ(reads, 1024u);
+  elsewhere = reads - alone.queues[0]["reqs_read"];
+  EXPECT_LE(elsewhere, 4u) << "of " << reads
+                           << " reads one at a time from CPU 0";
+  EXPECT_EQ(alone["errors"], 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SpreadTest, ::testing::Values("on", "off"));
+
+}  // namespace
+}  // namespace pvdisk::fuse_testing
