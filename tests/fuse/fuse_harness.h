@@ -4,6 +4,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -49,6 +50,17 @@ std::string FioUnavailableReason();
         !why.empty()) {                                                   \
       GTEST_SKIP() << why;                                                \
     }                                                                     \
+  } while (0)
+
+// fio, and FUSE over io_uring in this kernel (its enable_uring parameter):
+// what tests of the uring channel's own features need.
+#define PVDISK_REQUIRE_FUSE_URING()                                      \
+  do {                                                                   \
+    PVDISK_REQUIRE_FIO();                                                \
+    if (access("/sys/module/fuse/parameters/enable_uring", F_OK) != 0) { \
+      GTEST_SKIP() << "this kernel has no FUSE over io_uring (no "       \
+                      "enable_uring parameter), which this test needs";  \
+    }                                                                    \
   } while (0)
 
 // A fresh directory /tmp/pvdisk_fuse_test.XXXXXX (mkdtemp). The destructor

@@ -20,16 +20,6 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-#define PVDISK_REQUIRE_FUSE_URING()                                          \
-  do {                                                                       \
-    PVDISK_REQUIRE_FIO();                                                    \
-    if (access("/sys/module/fuse/parameters/enable_uring", F_OK) != 0) {     \
-      GTEST_SKIP() << "this kernel has no FUSE over io_uring (no "           \
-                      "enable_uring parameter): the inline placement needs " \
-                      "it";                                                  \
-    }                                                                        \
-  } while (0)
-
 // fio jobs split over the CPUs this test may use, each on its own part of
 // the file: requests then arrive on several FUSE queues.
 std::vector<std::string> SplitJobs(int jobs, const std::string& part) {

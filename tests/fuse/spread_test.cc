@@ -17,16 +17,12 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-#define PVDISK_REQUIRE_TWO_URING_QUEUES()                                    \
-  do {                                                                       \
-    PVDISK_REQUIRE_FIO();                                                    \
-    if (access("/sys/module/fuse/parameters/enable_uring", F_OK) != 0) {     \
-      GTEST_SKIP() << "this kernel has no FUSE over io_uring (no "           \
-                      "enable_uring parameter): spreading needs its queues"; \
-    }                                                                        \
-    if (PossibleCpuCount() < 2 || sysconf(_SC_NPROCESSORS_ONLN) < 2) {       \
-      GTEST_SKIP() << "one CPU: one FUSE queue, nothing to spread to";       \
-    }                                                                        \
+#define PVDISK_REQUIRE_TWO_URING_QUEUES()                              \
+  do {                                                                 \
+    PVDISK_REQUIRE_FUSE_URING();                                       \
+    if (PossibleCpuCount() < 2 || sysconf(_SC_NPROCESSORS_ONLN) < 2) { \
+      GTEST_SKIP() << "one CPU: one FUSE queue, nothing to spread to"; \
+    }                                                                  \
   } while (0)
 
 // fio on CPU 0 alone: every request arrives on FUSE queue 0.
