@@ -487,12 +487,8 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
     }
     config->channel.fuse_io = fuse::channel::FuseIo::kClassic;
   }
-  const std::string spread = parsed.Get("fuse-spread", "on");
-  if (spread != "on" && spread != "off") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--fuse-spread must be on or off, not '", spread, "'"));
-  }
-  config->channel.spread = spread == "on";
+  PVDISK_ASSIGN_OR_RETURN(config->channel.spread,
+                          first_of("fuse-spread", "on", "off"));
   for (const char* flag : {"fuse-queue-depth", "fuse-queue-pin",
                            "fuse-huge-entries", "fuse-spread"}) {
     if (parsed.Has(flag) &&
