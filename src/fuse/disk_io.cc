@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "transport/block_io.h"
 
 namespace pvdisk::fuse {
@@ -84,56 +85,59 @@ void DiskIo::Finish(const Done& done, int64_t result) {
   disk_->operations().End();
 }
 
+void DiskIo::ReadOp::Complete(int result, absl::Span<const DataPiece> pieces) {
+  // ReadDone may delete this object.
+  OperationsInFlight* operations = operations_;
+  if (result < 0) {
+    ReadDone(result, {});
+    operations->End();
+    return;
+  }
+  // The caller wants `length_` bytes from `skip_` on.
+  absl::InlinedVector<iovec, 8> iov;
+  size_t to_skip = skip_;
+  uint64_t wanted = length_;
+  for (const DataPiece& piece : pieces) {
+    if (wanted == 0) break;
+    if (to_skip >= piece.length) {
+      to_skip -= piece.length;
+      continue;
+    }
+    size_t take = std::min<uint64_t>(piece.length - to_skip, wanted);
+    iov.push_back(iovec{const_cast<uint8_t*>(piece.data) + to_skip, take});
+    wanted -= take;
+    to_skip = 0;
+  }
+  ReadDone(static_cast<int64_t>(length_), iov);
+  operations->End();
+}
+
 void DiskIo::Read(transport::Queue& queue, uint64_t offset, uint64_t length,
-                  std::span<uint8_t> into, ReadDone done) {
+                  std::span<uint8_t> into, ReadOp* op) {
   OperationsInFlight& operations = disk_->operations();
   operations.Begin();
   uint64_t size = disk_->size_bytes();
   if (offset >= size || length == 0) {
-    done(0, {});
+    op->ReadDone(0, {});
     operations.End();
     return;
   }
   length = std::min(length, size - offset);
   uint64_t first = offset / kSectorSize;
   uint64_t end = (offset + length + kSectorSize - 1) / kSectorSize;
-  size_t skip = offset % kSectorSize;
-  auto* io = new CallbackIo(
-      BlockOp::kRead, first, end - first,
-      [skip, length, operations = &operations, done = std::move(done)](
-          int result, absl::Span<const DataPiece> pieces) {
-        if (result < 0) {
-          done(result, {});
-          operations->End();
-          return;
-        }
-        // The caller wants `length` bytes from `skip` on.
-        std::vector<iovec> iov;
-        iov.reserve(pieces.size());
-        size_t to_skip = skip;
-        uint64_t wanted = length;
-        for (const DataPiece& piece : pieces) {
-          if (wanted == 0) break;
-          if (to_skip >= piece.length) {
-            to_skip -= piece.length;
-            continue;
-          }
-          size_t take = std::min<uint64_t>(piece.length - to_skip, wanted);
-          iov.push_back(
-              iovec{const_cast<uint8_t*>(piece.data) + to_skip, take});
-          wanted -= take;
-          to_skip = 0;
-        }
-        done(static_cast<int64_t>(length), iov);
-        operations->End();
-      });
+  op->op = BlockOp::kRead;
+  op->sector = first;
+  op->num_sectors = end - first;
+  op->skip_ = offset % kSectorSize;
+  op->length_ = length;
+  op->operations_ = &operations;
   // Whole sectors from the start of the buffer: the caller's bytes are the
   // sectors' bytes (the queue uses the buffer only if its lent memory holds
   // it).
-  if (skip == 0 && (end - first) * kSectorSize <= into.size()) {
-    io->read_into = into.data();
-  }
-  Submit(queue, io);
+  op->read_into = op->skip_ == 0 && (end - first) * kSectorSize <= into.size()
+                      ? into.data()
+                      : nullptr;
+  Submit(queue, op);
 }
 
 void DiskIo::SubmitPlainWrite(transport::Queue& queue, BlockOp op,
@@ -173,23 +177,72 @@ void DiskIo::SubmitHeld(transport::Queue& queue, BlockOp op,
   Submit(queue, io);
 }
 
+void DiskIo::WriteOp::Complete(int result, absl::Span<const DataPiece>) {
+  DiskIo* disk_io = disk_io_;
+  disk_io->write_order_.Release(hold_);
+  disk_io->Finish(this, result < 0 ? result : static_cast<int64_t>(length_));
+}
+
+void DiskIo::Finish(WriteOp* op, int64_t result) {
+  op->WriteDone(result);  // may delete op
+  disk_->operations().End();
+}
+
+namespace {
+
+// A WriteOp that calls a function and deletes itself.
+class FunctionWrite final : public DiskIo::WriteOp {
+ public:
+  explicit FunctionWrite(DiskIo::Done done) : done_(std::move(done)) {}
+  void WriteDone(int64_t result) override {
+    done_(result);
+    delete this;
+  }
+
+ private:
+  DiskIo::Done done_;
+};
+
+}  // namespace
+
 void DiskIo::Write(transport::Queue& queue, uint64_t offset,
                    const uint8_t* data, uint64_t length, Done done) {
+  Write(queue, offset, data, length, new FunctionWrite(std::move(done)));
+}
+
+void DiskIo::Write(transport::Queue& queue, uint64_t offset,
+                   const uint8_t* data, uint64_t length, WriteOp* op) {
   disk_->operations().Begin();
   uint64_t size = disk_->size_bytes();
   if (offset > size || length > size - offset) {
-    Finish(done, -ENOSPC);
+    Finish(op, -ENOSPC);
     return;
   }
   if (length == 0) {
-    Finish(done, 0);
+    Finish(op, 0);
     return;
   }
   if (offset % kSectorSize == 0 && length % kSectorSize == 0) {
+    uint64_t first = offset / kSectorSize;
+    uint64_t sectors = length / kSectorSize;
+    // The common case: no RMW in these stripes, no lock, no copy, and the
+    // WriteOp is the block request.
+    if (std::optional<WriteOrder::Hold> hold =
+            write_order_.TryAcquireWrite(first, sectors)) {
+      op->op = BlockOp::kWrite;
+      op->sector = hold->first;
+      op->num_sectors = hold->count;
+      op->write_data = data;
+      op->disk_io_ = this;
+      op->hold_ = *hold;
+      op->length_ = length;
+      Submit(queue, op);
+      return;
+    }
     SubmitPlainWrite(
-        queue, BlockOp::kWrite, offset / kSectorSize, length / kSectorSize,
-        data, [this, length, done = std::move(done)](int result) {
-          Finish(done, result < 0 ? result : static_cast<int64_t>(length));
+        queue, BlockOp::kWrite, first, sectors, data,
+        [this, length, op](int result) {
+          Finish(op, result < 0 ? result : static_cast<int64_t>(length));
         });
     return;
   }
@@ -204,7 +257,7 @@ void DiskIo::Write(transport::Queue& queue, uint64_t offset,
   rmw->length = length;
   rmw->buffer = std::make_unique<uint8_t[]>(rmw->sectors * kSectorSize);
   std::memcpy(rmw->buffer.get() + rmw->head, data, length);
-  rmw->done = std::move(done);
+  rmw->done = [op](int64_t result) { op->WriteDone(result); };
   rmw->queue = &queue;
   write_order_.AcquireReadModifyWrite(
       rmw->first_sector, rmw->sectors,

@@ -31,11 +31,52 @@ namespace pvdisk::fuse {
 
 class DiskIo {
  public:
-  // `result`: bytes transferred, or a negative errno. For reads, `data` holds
-  // the bytes (valid only during the call).
-  using ReadDone =
-      std::function<void(int64_t result, absl::Span<const iovec> data)>;
+  // `result`: bytes transferred, or a negative errno.
   using Done = std::function<void(int64_t result)>;
+
+  // A read in flight: the caller makes one (a subclass holding whatever its
+  // answer needs) and hands it to Read(), which fills in the block request.
+  // The read then lives in this one object, from the request to the answer:
+  // no other allocation on its path (the 4 KiB job's profile found eight
+  // per read when these were std::functions around a separate BlockIo).
+  class ReadOp : public transport::BlockIo {
+   public:
+    // Called once. `result`: bytes read, or a negative errno; `data` holds
+    // the bytes (valid only during the call). May delete the object.
+    virtual void ReadDone(int64_t result, absl::Span<const iovec> data) = 0;
+
+   protected:
+    ~ReadOp() = default;
+
+   private:
+    friend class DiskIo;
+    void Complete(int result,
+                  absl::Span<const transport::DataPiece> pieces) final;
+    size_t skip_ = 0;      // bytes of the first sector before the wanted ones
+    uint64_t length_ = 0;  // bytes wanted
+    OperationsInFlight* operations_ = nullptr;
+  };
+
+  // A write in flight, made by the caller likewise. An aligned write that
+  // nothing orders is this one block request; other writes (unaligned ones,
+  // those behind a read-modify-write) take a slower path and report here.
+  class WriteOp : public transport::BlockIo {
+   public:
+    // Called once. `result`: bytes written, or a negative errno. May delete
+    // the object.
+    virtual void WriteDone(int64_t result) = 0;
+
+   protected:
+    ~WriteOp() = default;
+
+   private:
+    friend class DiskIo;
+    void Complete(int result,
+                  absl::Span<const transport::DataPiece> pieces) final;
+    DiskIo* disk_io_ = nullptr;
+    WriteOrder::Hold hold_{};
+    uint64_t length_ = 0;
+  };
 
   // `disk` must outlive this object.
   explicit DiskIo(Disk* disk) : disk_(disk) {}
@@ -45,10 +86,16 @@ class DiskIo {
   // `into` (may be empty): where the caller will send the bytes from (the
   // FUSE reply's own buffer). A read of whole sectors that fits is asked to
   // land there (BlockIo::read_into), and then `data` points into it. It
-  // must stay valid until `done` has returned.
+  // must stay valid until ReadDone has returned. `op` must stay valid until
+  // its ReadDone is called.
   void Read(transport::Queue& queue, uint64_t offset, uint64_t length,
-            std::span<uint8_t> into, ReadDone done);
-  // `data` is needed only until Write() returns.
+            std::span<uint8_t> into, ReadOp* op);
+  // `data` is needed only until Write() returns (unless the queue's lent
+  // memory holds it: see BlockIo::write_data). `op` must stay valid until
+  // its WriteDone is called.
+  void Write(transport::Queue& queue, uint64_t offset, const uint8_t* data,
+             uint64_t length, WriteOp* op);
+  // The same with a function to call (a rarely taken path: it allocates).
   void Write(transport::Queue& queue, uint64_t offset, const uint8_t* data,
              uint64_t length, Done done);
   // Makes completed writes durable. Reports 0 on success.
@@ -79,6 +126,8 @@ class DiskIo {
                   std::function<void(int)> done);
   // Calls `done` with `result`, then ends the operation's count.
   void Finish(const Done& done, int64_t result);
+  // The same for a WriteOp.
+  void Finish(WriteOp* op, int64_t result);
 
   Disk* disk_;
   WriteOrder write_order_;

@@ -15,6 +15,7 @@
 
 #include "absl/strings/string_view.h"
 #include "fuse/attributes.h"
+#include "fuse/disk_io.h"
 #include "fuse/filesystem.h"
 #include "fuse/inodes.h"
 #include "stats/clock.h"
@@ -99,10 +100,62 @@ void ReplyStatus(Reply& reply, int64_t result) {
 }
 
 // DiskIo's callbacks are std::functions, which must be copyable; the Reply
-// they answer is move-only, so they share it.
+// they answer is move-only, so they share it. (Flush and fallocate only:
+// reads and writes carry their Reply in their own op, below.)
 std::shared_ptr<Reply> Share(Reply reply) {
   return std::make_shared<Reply>(std::move(reply));
 }
+
+// A FUSE READ of a disk from the request to its reply, in the one object the
+// read allocates: the block request, the Reply and the latency stamp.
+class ReplyingRead final : public DiskIo::ReadOp {
+ public:
+  ReplyingRead(Reply reply, stats::QueueStats* stats)
+      : reply_(std::move(reply)),
+        stats_(stats),
+        start_(stats::MonotonicNanos()) {}
+
+  void ReadDone(int64_t result, absl::Span<const iovec> data) override {
+    if (result < 0) {
+      ReplyStatus(reply_, result);
+    } else {
+      reply_.Data(std::span<const iovec>(data.data(), data.size()));
+    }
+    stats_->RecordLatency(stats::Direction::kRead,
+                          stats::MonotonicNanos() - start_);
+    delete this;
+  }
+
+ private:
+  Reply reply_;
+  stats::QueueStats* stats_;
+  uint64_t start_;
+};
+
+// A FUSE WRITE of a disk likewise.
+class ReplyingWrite final : public DiskIo::WriteOp {
+ public:
+  ReplyingWrite(Reply reply, stats::QueueStats* stats)
+      : reply_(std::move(reply)),
+        stats_(stats),
+        start_(stats::MonotonicNanos()) {}
+
+  void WriteDone(int64_t result) override {
+    if (result < 0) {
+      ReplyStatus(reply_, result);
+    } else {
+      reply_.Struct(protocol::WriteOut(static_cast<uint32_t>(result)));
+    }
+    stats_->RecordLatency(stats::Direction::kWrite,
+                          stats::MonotonicNanos() - start_);
+    delete this;
+  }
+
+ private:
+  Reply reply_;
+  stats::QueueStats* stats_;
+  uint64_t start_;
+};
 
 }  // namespace
 
@@ -216,20 +269,9 @@ void FilesystemHandler::Read(const Request& request, Reply reply) {
   transport::Queue& queue = fs_.disk(index).QueueFor(request.offset / 512);
   stats::QueueStats& queue_stats = queue.stats();
   queue_stats.Add(Counter::fuse_reads);
-  uint64_t start = stats::MonotonicNanos();
   std::span<uint8_t> into = reply.PayloadBuffer();
-  fs_.disk_io(index).Read(
-      queue, request.offset, request.size, into,
-      [reply = Share(std::move(reply)), start, &queue_stats](
-          int64_t result, absl::Span<const iovec> data) {
-        if (result < 0) {
-          ReplyStatus(*reply, result);
-        } else {
-          reply->Data(std::span<const iovec>(data.data(), data.size()));
-        }
-        queue_stats.RecordLatency(stats::Direction::kRead,
-                                  stats::MonotonicNanos() - start);
-      });
+  fs_.disk_io(index).Read(queue, request.offset, request.size, into,
+                          new ReplyingRead(std::move(reply), &queue_stats));
 }
 
 void FilesystemHandler::Write(const Request& request, Reply reply) {
@@ -248,18 +290,9 @@ void FilesystemHandler::Write(const Request& request, Reply reply) {
   transport::Queue& queue = fs_.disk(index).QueueFor(request.offset / 512);
   stats::QueueStats& queue_stats = queue.stats();
   queue_stats.Add(Counter::fuse_writes);
-  uint64_t start = stats::MonotonicNanos();
-  fs_.disk_io(index).Write(
-      queue, request.offset, request.data.data(), request.data.size(),
-      [reply = Share(std::move(reply)), start, &queue_stats](int64_t result) {
-        if (result < 0) {
-          ReplyStatus(*reply, result);
-        } else {
-          reply->Struct(protocol::WriteOut(static_cast<uint32_t>(result)));
-        }
-        queue_stats.RecordLatency(stats::Direction::kWrite,
-                                  stats::MonotonicNanos() - start);
-      });
+  fs_.disk_io(index).Write(queue, request.offset, request.data.data(),
+                           request.data.size(),
+                           new ReplyingWrite(std::move(reply), &queue_stats));
 }
 
 void FilesystemHandler::Flush(const Request&, Reply reply) {

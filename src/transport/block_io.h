@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
 
 namespace pvdisk::transport {
@@ -64,6 +64,17 @@ class BlockIo {
   friend class FrontendQueue;
   // Bookkeeping owned by the queue while the BlockIo is in its care.
   struct QueueState {
+    // As new, keeping first_pages' storage. (Not `= QueueState{}`: GCC 12
+    // takes the temporary's inlined vector for uninitialized.)
+    void Reset() {
+      children = prepared = dispatched = answered = 0;
+      error = 0;
+      lent = false;
+      first_pages.clear();
+      staged_data.reset();
+      staged_from_sector = 0;
+    }
+
     uint32_t children = 0;    // pieces of at most max_segments pages
     uint32_t prepared = 0;    // of those, given pages and staged so far
     uint32_t dispatched = 0;  // of those, put on the ring so far
@@ -71,8 +82,9 @@ class BlockIo {
     int error = 0;            // first failure, as a negative errno
     bool lent = false;        // the data is on lent pages: none of the pool
     // kRead/kWrite: the first data page of each prepared child (a child's
-    // pages are one contiguous run).
-    std::vector<uint32_t> first_pages;
+    // pages are one contiguous run). Inline for the common few children: no
+    // allocation per request.
+    absl::InlinedVector<uint32_t, 4> first_pages;
     // kWrite data of children not yet prepared, copied while the page pool
     // was exhausted.
     std::unique_ptr<uint8_t[]> staged_data;

@@ -36,9 +36,9 @@ bool Continues(const DataSegment& previous, const DataSegment& next) {
 }
 
 // Iovecs of `first` followed by `second` (both non-empty).
-uint32_t JoinedIovecs(const std::vector<DataSegment>& first_segments,
+uint32_t JoinedIovecs(absl::Span<const DataSegment> first_segments,
                       uint32_t first_iovecs,
-                      const std::vector<DataSegment>& second_segments,
+                      absl::Span<const DataSegment> second_segments,
                       uint32_t second_iovecs) {
   bool joined = Continues(first_segments.back(), second_segments.front());
   return first_iovecs + second_iovecs - (joined ? 1 : 0);
@@ -99,7 +99,7 @@ uint64_t FrontendQueue::ChildSectors(const BlockIo* io, uint32_t child) const {
 
 void FrontendQueue::Submit(BlockIo* io) {
   BlockIo::QueueState& state = io->state_;
-  state = BlockIo::QueueState{};
+  state.Reset();
   bool is_data = IsData(io->op);
   // Data in pieces of max_segments pages; discard and write-zeroes ranges in
   // pieces the protocol's range field holds (both counted as `splits`).
@@ -257,9 +257,9 @@ void FrontendQueue::Stage(Pending pending) {
 
 bool FrontendQueue::TryMerge(Pending& pending) {
   size_t looked = 0;
-  for (auto it = staging_.rbegin();
-       it != staging_.rend() && looked < kMergeLookback; ++it, ++looked) {
-    Pending& staged = *it;
+  for (size_t i = staging_.size(); i > 0 && looked < kMergeLookback;
+       --i, ++looked) {
+    Pending& staged = staging_[i - 1];
     if (staged.op != pending.op) continue;
     if (staged.segments.size() + pending.segments.size() >
             layout_.max_segments ||
@@ -563,14 +563,15 @@ void FrontendQueue::FailUnsent(std::vector<BlockIo*>* done) {
     }
     if (++state.answered == state.children) done->push_back(io);
   };
-  for (std::deque<Pending>* list : {&staging_, &dispatch_list_}) {
-    for (const Pending& pending : *list) {
-      for (const Member& member : pending.members) fail(member);
+  for (Fifo<Pending>* list : {&staging_, &dispatch_list_}) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      for (const Member& member : (*list)[i].members) fail(member);
     }
     list->clear();
   }
   // Children never prepared have no pages: they just count as answered.
-  for (BlockIo* io : page_wait_) {
+  for (size_t i = 0; i < page_wait_.size(); ++i) {
+    BlockIo* io = page_wait_[i];
     BlockIo::QueueState& state = io->state_;
     if (state.error == 0) state.error = -EIO;
     state.staged_data.reset();
@@ -582,12 +583,13 @@ void FrontendQueue::FailUnsent(std::vector<BlockIo*>* done) {
 
 void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
   if (done.empty()) return;
-  std::vector<DataPiece> pieces;
+  // Inline for the common sizes: no allocation per batch of completions.
+  absl::InlinedVector<DataPiece, 4> pieces;
   struct Run {
     uint32_t first_page;
     uint32_t pages;
   };
-  std::vector<Run> runs_to_free;
+  absl::InlinedVector<Run, 32> runs_to_free;
   for (BlockIo* io : done) {
     BlockIo::QueueState& state = io->state_;
     pieces.clear();

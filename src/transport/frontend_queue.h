@@ -39,7 +39,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -47,6 +46,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
+#include "base/fifo.h"
 #include "stats/queue_stats.h"
 #include "transport/block_io.h"
 #include "transport/driver_ring.h"
@@ -143,12 +143,15 @@ class FrontendQueue final : public InterruptHandler {
     uint32_t child;
   };
   using Members = absl::InlinedVector<Member, 4>;
+  // A request's data pages: inline up to 32 KiB of one run, so that the
+  // small requests that dominate a 4 KiB job allocate nothing.
+  using Segments = absl::InlinedVector<DataSegment, 8>;
   // A ring request being formed: in the staging queue or the dispatch list.
   struct Pending {
     BlockOp op = BlockOp::kRead;
     uint64_t sector = 0;
     uint64_t num_sectors = 0;
-    std::vector<DataSegment> segments;
+    Segments segments;
     // How many iovecs the backend needs for `segments` at most: one per run
     // of whole consecutive pages. Merges keep it within io::kMaxIovecs.
     uint32_t iovecs = 0;
@@ -162,7 +165,7 @@ class FrontendQueue final : public InterruptHandler {
     BlockOp op = BlockOp::kRead;
     uint64_t sector = 0;
     uint64_t num_sectors = 0;
-    std::vector<DataSegment> segments;
+    Segments segments;
     Members members;
     bool in_use = false;
     uint64_t pushed_ns = 0;  // when it went onto the ring, for inflight_ns
@@ -243,9 +246,9 @@ class FrontendQueue final : public InterruptHandler {
   PagePool pool_;
   std::vector<Shadow> shadow_;
   std::vector<uint32_t> free_ids_;
-  std::deque<BlockIo*> page_wait_;     // BlockIos waiting for pages, FIFO
-  std::deque<Pending> staging_;        // mergeable
-  std::deque<Pending> dispatch_list_;  // kAlways: waiting for the ring
+  Fifo<BlockIo*> page_wait_;           // BlockIos waiting for pages
+  Fifo<Pending> staging_;              // mergeable
+  Fifo<Pending> dispatch_list_;        // kAlways: waiting for the ring
   uint32_t busy_ewma_ = 0;             // blk-mq's dispatch_busy
   std::vector<uint32_t> table_pages_;  // scratch for one ring request
   uint64_t outstanding_ = 0;           // submitted BlockIos not yet completed
