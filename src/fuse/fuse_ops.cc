@@ -106,55 +106,55 @@ std::shared_ptr<Reply> Share(Reply reply) {
   return std::make_shared<Reply>(std::move(reply));
 }
 
-// A FUSE READ of a disk from the request to its reply, in the one object the
-// read allocates: the block request, the Reply and the latency stamp.
-class ReplyingRead final : public DiskIo::ReadOp {
+// A FUSE READ or WRITE of a disk from its request to its reply, in the one
+// object it allocates: the DiskIo op (`Op`, the block request itself), the
+// Reply and the latency stamp.
+template <typename Op>
+class Replying : public Op {
  public:
-  ReplyingRead(Reply reply, stats::QueueStats* stats)
+  Replying(Reply reply, stats::QueueStats* stats)
       : reply_(std::move(reply)),
         stats_(stats),
         start_(stats::MonotonicNanos()) {}
 
+ protected:
+  void RecordLatency(stats::Direction direction) {
+    stats_->RecordLatency(direction, stats::MonotonicNanos() - start_);
+  }
+
+  Reply reply_;
+
+ private:
+  stats::QueueStats* stats_;
+  uint64_t start_;
+};
+
+class ReplyingRead final : public Replying<DiskIo::ReadOp> {
+ public:
+  using Replying::Replying;
   void ReadDone(int64_t result, absl::Span<const iovec> data) override {
     if (result < 0) {
       ReplyStatus(reply_, result);
     } else {
       reply_.Data(std::span<const iovec>(data.data(), data.size()));
     }
-    stats_->RecordLatency(stats::Direction::kRead,
-                          stats::MonotonicNanos() - start_);
+    RecordLatency(stats::Direction::kRead);
     delete this;
   }
-
- private:
-  Reply reply_;
-  stats::QueueStats* stats_;
-  uint64_t start_;
 };
 
-// A FUSE WRITE of a disk likewise.
-class ReplyingWrite final : public DiskIo::WriteOp {
+class ReplyingWrite final : public Replying<DiskIo::WriteOp> {
  public:
-  ReplyingWrite(Reply reply, stats::QueueStats* stats)
-      : reply_(std::move(reply)),
-        stats_(stats),
-        start_(stats::MonotonicNanos()) {}
-
+  using Replying::Replying;
   void WriteDone(int64_t result) override {
     if (result < 0) {
       ReplyStatus(reply_, result);
     } else {
       reply_.Struct(protocol::WriteOut(static_cast<uint32_t>(result)));
     }
-    stats_->RecordLatency(stats::Direction::kWrite,
-                          stats::MonotonicNanos() - start_);
+    RecordLatency(stats::Direction::kWrite);
     delete this;
   }
-
- private:
-  Reply reply_;
-  stats::QueueStats* stats_;
-  uint64_t start_;
 };
 
 }  // namespace
