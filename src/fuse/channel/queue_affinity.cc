@@ -27,12 +27,12 @@ std::string_view QueuePinName(QueuePin pin) {
 
 bool AutoPin::Round(unsigned at_once) {
   if (at_once == 0) return false;
-  saw_several_ = saw_several_ || at_once >= 2;
+  if (at_once >= 2) ++deep_rounds_;
   if (++rounds_ < kWindow) return false;
-  const bool several = saw_several_;
+  const bool deep = deep_rounds_ >= kDeepRounds;
   rounds_ = 0;
-  saw_several_ = false;
-  if (several) {
+  deep_rounds_ = 0;
+  if (deep) {
     calm_windows_ = 0;
     if (!on_own_cpu_) return false;
     on_own_cpu_ = false;

@@ -34,10 +34,16 @@ absl::StatusOr<QueuePin> ParseQueuePin(std::string_view text);
 std::string_view QueuePinName(QueuePin pin);
 
 // The auto policy's decision, from how many requests the server held at
-// once. Windows of kWindow rounds that took a request decide: one in which
-// two or more were held at once moves the thread off its CPU; kCalmWindows
-// in a row with never two bring it back (a caller at iodepth 1 is back on
-// its CPU after 2048 requests). The way back is slower as a precaution, not
+// once. Windows of kWindow rounds that took a request decide: a window is
+// deep when at least kDeepRounds of its rounds held two or more at once.
+// One deep window moves the thread off its CPU; kCalmWindows windows in a
+// row that are not deep bring it back (a caller at iodepth 1 is back on its
+// CPU after 2048 requests). A few rounds of two do not make a window deep:
+// a caller at iodepth 1 has a request or two beside its I/O when it opens
+// and closes the file (fio's job and main process), and counted as depth
+// they moved the thread off again at the end of such a run (seen 1 in 3
+// short fio runs at iodepth 1, with builds before and after this rule's
+// change). The way back is slower as a precaution, not
 // a measured need: a thread off its CPU serves a deep caller faster and
 // could then find requests one by one for a window (with the null engine,
 // whose requests never wait in the server, a first version with one
@@ -48,6 +54,7 @@ class AutoPin {
  public:
   static constexpr unsigned kWindow = 64;
   static constexpr unsigned kCalmWindows = 32;
+  static constexpr unsigned kDeepRounds = 4;
 
   // `at_once`: the most FUSE requests the server held (taken, not yet
   // committed) right after taking one in this round; 0 for a round that
@@ -58,7 +65,7 @@ class AutoPin {
  private:
   bool on_own_cpu_ = true;
   unsigned rounds_ = 0;
-  bool saw_several_ = false;
+  unsigned deep_rounds_ = 0;   // in this window, rounds that held two+
   unsigned calm_windows_ = 0;  // in a row, while off the CPU
 };
 

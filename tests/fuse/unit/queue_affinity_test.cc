@@ -39,24 +39,36 @@ TEST(AutoPinTest, OneAtATimeStaysOnItsCpu) {
   EXPECT_TRUE(policy.on_own_cpu());
 }
 
-TEST(AutoPinTest, OneRoundOfTwoInAWindowMovesItAtTheWindowsEnd) {
+TEST(AutoPinTest, AFewRoundsOfTwoDoNotMoveIt) {
+  // A caller at iodepth 1 opening and closing its file: a request beside
+  // its I/O now and then, fewer than kDeepRounds rounds in any window.
+  AutoPin policy;
+  for (unsigned window = 0; window < 10; ++window) {
+    EXPECT_EQ(Feed(policy, AutoPin::kDeepRounds - 1, 2), 0);
+    EXPECT_EQ(Feed(policy, AutoPin::kWindow - AutoPin::kDeepRounds + 1, 1), 0);
+  }
+  EXPECT_TRUE(policy.on_own_cpu());
+}
+
+TEST(AutoPinTest, ADeepWindowMovesItAtItsEndAndCalmWindowsBringItBack) {
   AutoPin policy;
   EXPECT_EQ(Feed(policy, 10, 1), 0);
-  EXPECT_FALSE(policy.Round(2));
-  EXPECT_EQ(Feed(policy, AutoPin::kWindow - 12, 1), 0);
+  EXPECT_EQ(Feed(policy, AutoPin::kDeepRounds, 2), 0);
+  EXPECT_EQ(Feed(policy, AutoPin::kWindow - 11 - AutoPin::kDeepRounds, 1), 0);
   EXPECT_TRUE(policy.on_own_cpu());  // the window is not over yet
   EXPECT_TRUE(policy.Round(1));      // its last round
   EXPECT_FALSE(policy.on_own_cpu());
-  // Deep rounds keep it off; kCalmWindows whole windows of single requests
-  // in a row bring it back, and not before; a deep round among them starts
-  // the count again.
+  // Deep rounds keep it off; kCalmWindows windows in a row that are not
+  // deep bring it back, and not before; a deep window among them starts the
+  // count again, and a window with a few rounds of two is still calm.
   EXPECT_EQ(Feed(policy, 3 * AutoPin::kWindow, 5), 0);
   const unsigned calm = AutoPin::kCalmWindows * AutoPin::kWindow;
   const unsigned half = AutoPin::kWindow / 2;
-  EXPECT_EQ(Feed(policy, calm - half, 1), 0);  // seven calm windows and a half
-  EXPECT_FALSE(policy.Round(2));               // this window is not calm
-  EXPECT_EQ(Feed(policy, half - 1, 1), 0);
-  EXPECT_EQ(Feed(policy, calm - 1, 1), 0);
+  EXPECT_EQ(Feed(policy, calm - half, 1), 0);  // calm windows and a half
+  EXPECT_EQ(Feed(policy, AutoPin::kDeepRounds, 2), 0);  // this one is deep
+  EXPECT_EQ(Feed(policy, half - AutoPin::kDeepRounds, 1), 0);
+  EXPECT_EQ(Feed(policy, AutoPin::kDeepRounds - 1, 2), 0);  // not deep
+  EXPECT_EQ(Feed(policy, calm - AutoPin::kDeepRounds, 1), 0);
   EXPECT_FALSE(policy.on_own_cpu());
   EXPECT_TRUE(policy.Round(1));
   EXPECT_TRUE(policy.on_own_cpu());
