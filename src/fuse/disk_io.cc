@@ -150,6 +150,13 @@ void DiskIo::SubmitPlainWrite(transport::Queue& queue, BlockOp op,
     SubmitHeld(queue, op, *hold, data, std::move(done));
     return;
   }
+  SubmitWhenOrdered(queue, op, first_sector, sectors, data, std::move(done));
+}
+
+void DiskIo::SubmitWhenOrdered(transport::Queue& queue, BlockOp op,
+                               uint64_t first_sector, uint64_t sectors,
+                               const uint8_t* data,
+                               std::function<void(int)> done) {
   // An RMW is near: this write may have to wait for it, after the caller's
   // data has gone, so it waits with a copy.
   std::shared_ptr<uint8_t[]> copy;
@@ -239,7 +246,8 @@ void DiskIo::Write(transport::Queue& queue, uint64_t offset,
       Submit(queue, op);
       return;
     }
-    SubmitPlainWrite(
+    // Refused: an RMW is registered in these stripes.
+    SubmitWhenOrdered(
         queue, BlockOp::kWrite, first, sectors, data,
         [this, length, op](int result) {
           Finish(op, result < 0 ? result : static_cast<int64_t>(length));

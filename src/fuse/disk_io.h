@@ -119,6 +119,11 @@ class DiskIo {
   void SubmitPlainWrite(transport::Queue& queue, transport::BlockOp op,
                         uint64_t first_sector, uint64_t sectors,
                         const uint8_t* data, std::function<void(int)> done);
+  // The same once TryAcquireWrite has refused: waits (with a copy of
+  // `data`) until WriteOrder lets it go.
+  void SubmitWhenOrdered(transport::Queue& queue, transport::BlockOp op,
+                         uint64_t first_sector, uint64_t sectors,
+                         const uint8_t* data, std::function<void(int)> done);
   // Submits a write whose WriteOrder hold it already has; releases the hold
   // when the write completes, before `done`.
   void SubmitHeld(transport::Queue& queue, transport::BlockOp op,

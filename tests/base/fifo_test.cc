@@ -42,6 +42,10 @@ TEST(FifoTest, PopReleasesWhatTheElementOwned) {
   EXPECT_EQ(value.use_count(), 3);
   fifo.pop_front();
   EXPECT_EQ(value.use_count(), 2);
+  // Past the first buffer of 8, with the front mid-buffer: growing moves
+  // each element once, copying none.
+  for (int i = 0; i < 20; ++i) fifo.push_back(value);
+  EXPECT_EQ(value.use_count(), 22);
   fifo.clear();
   EXPECT_TRUE(fifo.empty());
   EXPECT_EQ(value.use_count(), 1);
