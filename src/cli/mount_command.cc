@@ -160,10 +160,11 @@ const std::vector<FlagSpec>& MountFlags() {
        "memory once used; 0 to --fuse-queue-depth"},
       {"fuse-spread", true, false, "on|off", "on",
        "with --placement inline: a FUSE uring queue thread that holds 8 or "
-       "more requests at once hands every other reply to another queue "
-       "thread, which commits it and so takes that entry's later requests "
-       "(one submitter's depth then runs on every CPU); an entry goes home "
-       "again when it comes alone"},
+       "more small requests at once, or 2 or more writes of 48 KiB and up (a "
+       "request counts 1, plus 1 per 16 KiB of data it brings), hands every "
+       "other reply to another queue thread, which commits it and so takes "
+       "that entry's later requests (one submitter's depth then runs on "
+       "every CPU); an entry goes home again when it comes alone"},
       {"fuse-queue-pin", true, false, "auto|on|off", "auto",
        "where each FUSE uring queue's thread runs: on = on its CPU (the CPU "
        "its requests come from), off = where the scheduler puts it, auto = "

@@ -93,6 +93,54 @@ TEST_P(SpreadTest, OneSubmittersDepthRunsOnEveryQueueAndVerifies) {
   EXPECT_EQ(alone["errors"], 0u);
 }
 
+// A request weighs one plus one per 16 KiB of data it brings: the kernel
+// copies a write's data into the entry on the thread that takes it. So
+// four small writes at once stay on their queue, while four 1 MiB writes
+// at once spread (their copies then run on two CPUs, not in a row on one).
+TEST_P(SpreadTest, LargeWritesSpreadAtLowDepthSmallOnesDoNot) {
+  PVDISK_REQUIRE_TWO_URING_QUEUES();
+  const bool spread = GetParam() == "on";
+  TempDir dir;
+  CreateImage(dir.Path("disk0.img"), 64 * kMiB);
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", dir.Path("disk0.img"), "--fuse-io", "uring",
+               "--placement", "inline", "--fuse-spread", GetParam()});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+
+  ExpectFioClean(RunCommand(
+      FioCommand(mount.Path("disk0.img"),
+                 OnCpuZero({"--rw=randwrite", "--bs=4k", "--iodepth=4",
+                            "--size=16M", "--verify=crc32c"})),
+      std::chrono::seconds(180)));
+  DiskStats small = StatsOf(mount.mountpoint(), "disk0.img");
+  uint64_t writes = Sum(small, "reqs_write");
+  ASSERT_GT(writes, 0u);
+  EXPECT_EQ(writes - small.queues[0]["reqs_write"], 0u)
+      << "of " << writes << " 4 KiB writes at iodepth 4 from CPU 0";
+  EXPECT_EQ(small["errors"], 0u);
+
+  ResetStats(mount.mountpoint());
+  ExpectFioClean(RunCommand(
+      FioCommand(mount.Path("disk0.img"),
+                 OnCpuZero({"--rw=write", "--bs=1M", "--iodepth=4",
+                            "--size=48M", "--loops=2", "--verify=crc32c"})),
+      std::chrono::seconds(180)));
+  DiskStats large = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_EQ(large["errors"], 0u);
+  EXPECT_EQ(large["inflight"], 0u);
+  writes = Sum(large, "reqs_write");
+  ASSERT_GT(writes, 0u);
+  const uint64_t elsewhere = writes - large.queues[0]["reqs_write"];
+  if (spread) {
+    EXPECT_GT(elsewhere, writes / 10)
+        << "of " << writes << " 1 MiB writes at iodepth 4 from CPU 0, "
+        << elsewhere << " ran on other queues";
+  } else {
+    EXPECT_EQ(elsewhere, 0u) << "of " << writes << " 1 MiB writes";
+  }
+  ExpectTotalsAgreeWithQueues(large);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, SpreadTest, ::testing::Values("on", "off"));
 
 }  // namespace

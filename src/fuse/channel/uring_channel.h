@@ -35,8 +35,10 @@
 // committed on (Entry::holder) takes its requests and commits its replies.
 // At depth a thread hands every other reply it makes to another queue
 // thread, which commits it and keeps the entry; an entry that comes alone
-// to a thread not its own goes home the same way (SpreadTarget). One
-// submitter's depth, all on its CPU's queue, then runs on every CPU.
+// to a thread not its own goes home the same way (SpreadTarget). Depth is
+// weighed: eight small requests, or two large writes, whose data the
+// kernel copies into the entry on the taking thread. One submitter's
+// depth, all on its CPU's queue, then runs on every CPU.
 #pragma once
 
 #include <atomic>
