@@ -36,8 +36,8 @@ constexpr size_t kHeaderBytes = 512;  // one fuse_uring_req_header, padded
 // data into the entry on the thread whose ring takes the request, so one
 // thread taking four 1 MiB writes copies 4 MiB in a row while the disk
 // waits. Counted by requests alone (eight), fio's 1 MiB writes at iodepth
-// 4 never spread: 1573 MiB/s against 1972 weighed so, means of 4 rounds
-// side by side (native 2146). A threshold of two requests of any size
+// 4 never spread: 1793 MiB/s against 2314 weighed so, means of 4 rounds
+// side by side (native 2301). A threshold of two requests of any size
 // made 4 KiB random reads at iodepth 32 slower (45.8K against 48.9K IOPS),
 // so small requests still spread from eight. Reads weigh one: weighed by
 // the data they ask for (copied out on the committing thread), 128 KiB
