@@ -1,5 +1,5 @@
-"""pvbench: the pieces shared by bench/compare, bench/experiments and
-examples/pvlab.py (Python 3, standard library only).
+"""pvbench: the pieces shared by bench/compare, bench/experiments,
+bench/spans and examples/pvlab.py (Python 3, standard library only).
 
   cli     option checks that end in one message and exit status 2, the tools
           a run needs, where results go, signals that still let a run clean up
@@ -7,6 +7,8 @@ examples/pvlab.py (Python 3, standard library only).
   lab     a scratch image and the targets fio runs on (the image itself,
           pvdisk mounts, a qemu-storage-daemon export), the side-by-side runner
   report  counters per request, medians and ratios, markdown, JSON, gnuplot
+  spans   a request's spans layer by layer, from perf's io_uring and fuse
+          tracepoints (bench/spans)
 
 Import it from a script in bench/ or examples/ after putting bench/ on
 sys.path.

@@ -1,0 +1,176 @@
+"""spans: where a request's time goes, layer by layer, from kernel
+tracepoints (perf record -a on io_uring, fuse and block events).
+
+Each span is paired exactly, request by request:
+  fio      fio's io_uring request: submitted -> its completion posted
+           (io_uring_submit_req / io_uring_complete of fio's rings, by
+           request pointer)
+  fuse     the FUSE request: sent by the kernel -> ended by the reply
+           (fuse_request_send / fuse_request_end, by unique; READ and WRITE)
+  held     pvdisk's FUSE ring entry: the kernel posts the request into it
+           -> pvdisk commits the reply (the entry command's completion and
+           its next COMMIT_AND_FETCH, by user_data)
+  image    pvdisk's own I/O on the image: submitted -> completion posted
+           (read and write operations on pvdisk's rings, by request
+           pointer; the eventfd read a queue thread keeps armed is left out)
+The device's own time comes from /proc/diskstats (the caller's), not from
+a tracepoint: block_rq_complete misses batched completions on this kernel.
+
+Differences of the means then say where the time goes: fio - fuse is
+fio's side (the io_uring request around the FUSE one), fuse - held the
+delivery into pvdisk's ring, held - image pvdisk's own handling of the
+request outside its I/O, image - device the image I/O outside the device
+(the filesystem, the block layer, the completion's way back).
+
+Tracing costs time at every event (a few hundred ns here), so the spans
+are longer and the IOPS lower than untraced: compare the shares, and
+targets traced in the same run."""
+import re
+
+from . import BenchError
+
+EVENTS = ["io_uring:io_uring_submit_req", "io_uring:io_uring_complete",
+          "fuse:fuse_request_send", "fuse:fuse_request_end"]
+
+SPANS = ["fio", "fuse", "held", "image"]
+
+# pvdisk's I/O on the image: these io_uring operations on its rings.
+IMAGE_OPS = {"READ", "WRITE", "READV", "WRITEV", "READ_FIXED", "WRITE_FIXED"}
+# The user_data of the eventfd read each queue thread keeps armed
+# (UringChannel's kWakeTag): a READ that is not image I/O.
+WAKE_TAG = "0x100000000"
+# FUSE opcodes whose requests carry the data: READ 15, WRITE 16.
+DATA_OPCODES = {"15", "16"}
+
+_LINE = re.compile(r"^\s*(?P<comm>.+?)\s+(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+"
+                   r"(?P<ts>[\d.]+):\s+(?P<event>\S+):\s*(?P<rest>.*)$")
+_FIELD = {name: re.compile(r"\b%s (\S+?),?(?:\s|$)" % name)
+          for name in ("ring", "req", "user_data", "opcode", "result")}
+_UNIQUE = re.compile(r"\breq (\d+)")
+_FUSE_OPCODE = re.compile(r"\bopcode (\d+)")
+
+
+def perf_command(output, command):
+    """The perf record command line that traces `command` (a list) with
+    every CPU's events into `output`."""
+    args = ["perf", "record", "-q", "-a", "-m", "8192", "-o", output]
+    for event in EVENTS:
+        args += ["-e", event]
+    return args + ["--"] + command
+
+
+def script_command(data):
+    """The perf script command line whose output parse() reads."""
+    return ["perf", "script", "-i", data, "-F", "comm,pid,cpu,time,event,trace"]
+
+
+def _field(name, rest):
+    m = _FIELD[name].search(rest)
+    return m.group(1) if m else None
+
+
+def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3):
+    """perf script lines -> {span: [seconds, ...]} of the requests that
+    started after the first `margin_s` and before the last `margin_s` of
+    the trace (the steady state). Rings are told apart by who submits on
+    them: `client`'s (fio) or threads named `daemon_prefix`..."""
+    events = []
+    for line in lines:
+        m = _LINE.match(line)
+        if m:
+            events.append((float(m.group("ts")), m.group("comm"),
+                           m.group("event"), m.group("rest")))
+    spans = {name: [] for name in SPANS}
+    if not events:
+        return spans
+    owner = {}  # ring -> "client" or "daemon", from its submissions
+    for _, comm, event, rest in events:
+        if event == "io_uring:io_uring_submit_req":
+            ring = _field("ring", rest)
+            if comm.startswith(daemon_prefix):
+                owner.setdefault(ring, "daemon")
+            elif comm == client:
+                owner.setdefault(ring, "client")
+    first, last = events[0][0] + margin_s, events[-1][0] - margin_s
+    started = {}
+
+    def end(key, span, ts):
+        begun = started.pop(key, None)
+        if begun is not None and first <= begun <= last:
+            spans[span].append(ts - begun)
+
+    for ts, _, event, rest in events:
+        if event == "io_uring:io_uring_submit_req":
+            who = owner.get(_field("ring", rest))
+            op = _field("opcode", rest)
+            user_data = _field("user_data", rest)
+            if who == "client" and op in ("READ", "WRITE"):
+                started[("fio", _field("req", rest))] = ts
+            elif who == "daemon" and op == "URING_CMD":
+                end(("held", user_data), "held", ts)
+            elif who == "daemon" and op in IMAGE_OPS and user_data != WAKE_TAG:
+                started[("image", _field("req", rest))] = ts
+        elif event == "io_uring:io_uring_complete":
+            who = owner.get(_field("ring", rest))
+            if who == "client":
+                end(("fio", _field("req", rest)), "fio", ts)
+            elif who == "daemon":
+                # An entry command completes with 0 when the kernel has put
+                # a request into it; image I/O completes with its byte count.
+                key = ("image", _field("req", rest))
+                if key in started:
+                    end(key, "image", ts)
+                elif _field("result", rest) == "0":
+                    started[("held", _field("user_data", rest))] = ts
+        elif event == "fuse:fuse_request_send":
+            m = _FUSE_OPCODE.search(rest)
+            if m and m.group(1) in DATA_OPCODES:
+                started[("fuse", _UNIQUE.search(rest).group(1))] = ts
+        elif event == "fuse:fuse_request_end":
+            m = _UNIQUE.search(rest)
+            if m:
+                end(("fuse", m.group(1)), "fuse", ts)
+    return spans
+
+
+def summary(values):
+    """{n, mean_us, p50_us, p90_us} of a list of seconds (zeros if empty)."""
+    if not values:
+        return {"n": 0, "mean_us": 0.0, "p50_us": 0.0, "p90_us": 0.0}
+    ordered = sorted(values)
+    n = len(ordered)
+    return {"n": n, "mean_us": 1e6 * sum(ordered) / n,
+            "p50_us": 1e6 * ordered[n // 2],
+            "p90_us": 1e6 * ordered[min(n - 1, n * 9 // 10)]}
+
+
+def device_of(path):
+    """The /proc/diskstats name of the block device holding `path` (its
+    partition if it is on one), or None (tmpfs, overlay...)."""
+    import os
+    dev = os.stat(path).st_dev
+    name = "%d:%d" % (os.major(dev), os.minor(dev))
+    try:
+        link = os.readlink("/sys/dev/block/" + name)
+    except OSError:
+        return None
+    return os.path.basename(link)
+
+
+def disk_ticks(device):
+    """(I/Os completed, ms spent on them) of `device` from /proc/diskstats:
+    reads and writes together."""
+    with open("/proc/diskstats") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) > 10 and fields[2] == device:
+                return (int(fields[3]) + int(fields[7]),
+                        int(fields[6]) + int(fields[10]))
+    raise BenchError("%s is not in /proc/diskstats" % device)
+
+
+def device_await_us(before, after):
+    """Mean time per I/O in the device (the block layer's await) between two
+    disk_ticks() readings, in us; 0 when it did no I/O."""
+    ios, ms = after[0] - before[0], after[1] - before[1]
+    return 1000.0 * ms / ios if ios else 0.0

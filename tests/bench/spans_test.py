@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""bench/spans: the pairing of trace events into spans on a hand-made
+excerpt of perf script output, then the tool end to end on a real mount
+under a real perf trace (root, perf and the fuse tracepoints needed: else
+skipped), whose spans must nest as the layers do and leave nothing
+mounted."""
+import json
+import os
+import shutil
+import sys
+import unittest
+
+import benchtest
+from pvbench import spans
+
+# One 4 KiB read through pvdisk, as perf script prints it: fio submits it,
+# the kernel sends the FUSE request and posts it into pvdisk's entry 0x7e,
+# pvdisk reads the image and commits; an eventfd read (the wake tag) is not
+# image I/O. Padded with a request at each end for the margins.
+EXCERPT = """\
+fio  10 [000]  100.000000: io_uring:io_uring_submit_req: ring 0xa, req 0x1, user_data 0x55, opcode READ, flags 0x0, sq_thread 0
+fio  10 [000]  101.000000: fuse:fuse_request_send: connection 40 req 7 opcode 15 (FUSE_READ) len 80
+fio  10 [000]  101.000002: io_uring:io_uring_submit_req: ring 0xa, req 0x2, user_data 0x56, opcode READ, flags 0x0, sq_thread 0
+pvdisk-fuse-q0  20 [001]  101.000010: io_uring:io_uring_complete: ring 0xb, req 0x3, user_data 0x7e, result 0, cflags 0x0 extra1 0 extra2 0
+pvdisk-fuse-q0  20 [001]  101.000020: io_uring:io_uring_submit_req: ring 0xb, req 0x4, user_data 0x20000000001, opcode READ, flags 0x0, sq_thread 0
+pvdisk-fuse-q0  20 [001]  101.000021: io_uring:io_uring_submit_req: ring 0xb, req 0x5, user_data 0x100000000, opcode READ, flags 0x0, sq_thread 0
+pvdisk-fuse-q0  20 [001]  101.000320: io_uring:io_uring_complete: ring 0xb, req 0x4, user_data 0x20000000001, result 4096, cflags 0x0 extra1 0 extra2 0
+pvdisk-fuse-q0  20 [001]  101.000330: io_uring:io_uring_submit_req: ring 0xb, req 0x6, user_data 0x7e, opcode URING_CMD, flags 0x0, sq_thread 0
+pvdisk-fuse-q0  20 [001]  101.000332: fuse:fuse_request_end: connection 40 req 7 len 4112 error 0
+fio  10 [000]  101.000350: io_uring:io_uring_complete: ring 0xa, req 0x2, user_data 0x56, result 4096, cflags 0x0 extra1 0 extra2 0
+fio  10 [000]  102.000000: io_uring:io_uring_complete: ring 0xa, req 0x1, user_data 0x55, result 4096, cflags 0x0 extra1 0 extra2 0
+""".splitlines()
+
+
+class ParseTest(unittest.TestCase):
+    def test_pairs_each_layer_of_one_request(self):
+        found = spans.parse(EXCERPT, margin_s=0.5)
+        us = {k: [round(v * 1e6) for v in values] for k, values in found.items()}
+        # Only the middle request counts (the first starts in the margin).
+        self.assertEqual(us["fio"], [348])
+        self.assertEqual(us["fuse"], [332])
+        self.assertEqual(us["held"], [320])
+        self.assertEqual(us["image"], [300])
+
+    def test_summary(self):
+        s = spans.summary([0.001, 0.002, 0.003])
+        self.assertEqual(s["n"], 3)
+        self.assertAlmostEqual(s["mean_us"], 2000.0)
+        self.assertAlmostEqual(s["p50_us"], 2000.0)
+        self.assertEqual(spans.summary([])["n"], 0)
+
+
+class BadInputTest(unittest.TestCase):
+    def test_refuses_with_one_line_and_status_2(self):
+        scratch = benchtest.Scratch()
+        try:
+            for args, says in [(["--runtime", "0.5"], "too short"),
+                               (["--jobs", "rr4k_qd9"], "rr4k_qd9")]:
+                p = scratch.run("spans", *args, timeout=60)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertIn(says, p.stderr)
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1,
+                                 p.stderr)
+                scratch.check_clean(self)
+        finally:
+            scratch.close()
+
+
+class EndToEndTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        why = []
+        if os.geteuid() != 0:
+            why.append("not root (perf -a on tracepoints)")
+        if not shutil.which("perf"):
+            why.append("perf not found")
+        if not os.path.isdir("/sys/kernel/tracing/events/fuse"):
+            why.append("no fuse tracepoints")
+        if not shutil.which("fio"):
+            why.append("fio not found")
+        if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+            why.append("/dev/fuse not usable")
+        if not os.access(os.path.join(benchtest.build_dir(), "pvdisk"), os.X_OK):
+            why.append("pvdisk not built in %s" % benchtest.build_dir())
+        if why:
+            raise unittest.SkipTest("; ".join(why))
+        cls.scratch = benchtest.Scratch()
+        cls.json_path = os.path.join(cls.scratch.dir, "spans.json")
+        cls.result = cls.scratch.run("spans", "--runtime", "1.5",
+                                     "--image-size", "64M", "--jobs",
+                                     "rr4k_qd32", "--json", cls.json_path)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scratch.close()
+
+    def test_finishes_and_cleans_up(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        self.scratch.check_clean(self)
+        self.assertIn("| pvdisk: where a request's time goes | us | share |",
+                      self.result.stdout)
+
+    def test_spans_nest_as_the_layers_do(self):
+        with open(self.json_path) as f:
+            rows = json.load(f)["jobs"]["rr4k_qd32"]
+        native, pv = rows["native"], rows["pvdisk"]
+        self.assertGreater(native["fio"]["n"], 1000)
+        for span in spans.SPANS:
+            self.assertGreater(pv[span]["n"], 1000, span)
+        # Each layer's request lies inside the one above it.
+        self.assertGreaterEqual(pv["fio"]["mean_us"], pv["fuse"]["mean_us"])
+        self.assertGreaterEqual(pv["fuse"]["mean_us"], pv["held"]["mean_us"])
+        self.assertGreaterEqual(pv["held"]["mean_us"], pv["image"]["mean_us"])
+        self.assertGreater(pv["image"]["mean_us"], 0)
+
+
+def main():
+    """unittest.main without reading the build-dir argument as a test name;
+    77 (skipped) when the end-to-end run could not happen here."""
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    if not result.wasSuccessful():
+        return 1
+    return benchtest.SKIP if result.skipped else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
