@@ -20,6 +20,7 @@ packages=(
   librbd-dev librados-dev  # the rbd engine (--disk rbd:POOL/IMAGE)
   ceph-mon ceph-osd ceph-common  # scripts/ceph-cluster.sh: the RBD tests' cluster
   qemu-block-extra  # qemu-storage-daemon's rbd driver: bench/compare --rbd
+  linux-perf       # perf: bench/spans traces the io_uring and fuse tracepoints
 )
 
 missing=()
