@@ -59,12 +59,19 @@ def summarize(runs, ratios=None, counters=(), label="config"):
 
 
 def median_counters(runs):
-    """Median of each counter over the runs; None for a target without
-    counters."""
+    """Median of each numeric counter over the runs; None for a target
+    without counters. A counter that is not a number (the latency
+    histograms, lists of buckets) has no median: the last run's is kept
+    (an even number of rounds would otherwise average two lists)."""
     if "counters" not in runs[0]:
         return None
-    return {k: median(r["counters"][k] for r in runs)
-            for k in runs[0]["counters"]}
+    merged = {}
+    for k, first in runs[0]["counters"].items():
+        if isinstance(first, (int, float)):
+            merged[k] = median(r["counters"][k] for r in runs)
+        else:
+            merged[k] = runs[-1]["counters"][k]
+    return merged
 
 
 def fmt(value):

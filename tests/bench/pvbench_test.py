@@ -77,6 +77,16 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(report.median_counters(runs["a"]), {"x": 3})
         self.assertIsNone(report.median_counters(runs["b"]))
 
+    def test_median_counters_of_an_even_number_of_runs(self):
+        # bench/compare --rounds 2 once failed here: the median of two runs
+        # averages them, and the latency histograms are lists.
+        runs = [{"counters": {"reqs_read": 10, "read_latency_ns": [1, 2]}},
+                {"counters": {"reqs_read": 20, "read_latency_ns": [3, 4]}}]
+        merged = report.median_counters(runs)
+        self.assertEqual(merged["reqs_read"], 15)
+        self.assertEqual(merged["read_latency_ns"], [3, 4])
+        self.assertIsNone(report.median_counters([{"iops": 1}]))
+
     def test_markdown(self):
         text = report.markdown([{"a": 1.234, "b": None, "c": 1234.5}], ["a", "b", "c"])
         self.assertEqual(text.splitlines(), ["| a | b | c |", "| --- | --- | --- |",
