@@ -72,6 +72,40 @@ class Scratch:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class OneRun(unittest.TestCase):
+    """Tests of one run of a bench tool, made once for the class in a
+    Scratch: a subclass's start(scratch) runs the tool and returns its
+    CompletedProcess (self.result); every such class checks that the run
+    ended with status 0 and left nothing mounted and no temp folder, plus
+    what its left_behind() names."""
+
+    @classmethod
+    def start(cls, scratch):
+        raise NotImplementedError("a OneRun subclass runs its tool here")
+
+    @classmethod
+    def setUpClass(cls):
+        cls.scratch = Scratch()
+        try:
+            cls.result = cls.start(cls.scratch)
+        except BaseException:
+            cls.scratch.close()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scratch.close()
+
+    def left_behind(self):
+        """What else the run must not leave behind (a subclass's list)."""
+        return []
+
+    def test_finishes_and_cleans_up(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stderr)
+        self.scratch.check_clean(self)
+        self.assertEqual(self.left_behind(), [])
+
+
 def main():
     """unittest.main without reading the build-dir argument as a test name."""
     unittest.main(argv=sys.argv[:1], verbosity=2)

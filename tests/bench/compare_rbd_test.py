@@ -8,7 +8,6 @@ import glob
 import json
 import os
 import subprocess
-import unittest
 
 import benchtest
 
@@ -25,25 +24,19 @@ def ceph_daemons_under(path):
             and path in l]
 
 
-class CompareRbdTest(unittest.TestCase):
+class CompareRbdTest(benchtest.OneRun):
     @classmethod
-    def setUpClass(cls):
-        cls.scratch = benchtest.Scratch()
-        cls.result = cls.scratch.run("compare", "--rbd", "--runtime", "1",
-                                     "--rounds", "1", "--image-size", "32M",
-                                     "--jobs", ",".join(JOBS),
-                                     "--out", cls.scratch.out, timeout=220)
-        found = glob.glob(os.path.join(cls.scratch.out, "compare-rbd-*.json"))
+    def start(cls, scratch):
+        result = scratch.run("compare", "--rbd", "--runtime", "1",
+                             "--rounds", "1", "--image-size", "32M",
+                             "--jobs", ",".join(JOBS),
+                             "--out", scratch.out, timeout=220)
+        found = glob.glob(os.path.join(scratch.out, "compare-rbd-*.json"))
         cls.json_path = found[0] if len(found) == 1 else None
+        return result
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.scratch.close()
-
-    def test_finishes_and_cleans_up(self):
-        self.assertEqual(self.result.returncode, 0, self.result.stderr)
-        self.scratch.check_clean(self)
-        self.assertEqual(ceph_daemons_under(self.scratch.dir), [])
+    def left_behind(self):
+        return ceph_daemons_under(self.scratch.dir)
 
     def test_rows_and_goals(self):
         self.assertIsNotNone(self.json_path, self.result.stderr)

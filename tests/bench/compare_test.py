@@ -5,7 +5,6 @@ JSON with every field; nothing stays mounted."""
 import glob
 import json
 import os
-import unittest
 
 import benchtest
 from pvbench import fio
@@ -21,23 +20,14 @@ PVDISK_ONLY = ["vs_qsd", "ring_reqs_per_fuse", "avg_req_kib", "kicks_per_req",
                "irqs_per_req", "inflight_max"]
 
 
-class CompareTest(unittest.TestCase):
+class CompareTest(benchtest.OneRun):
     @classmethod
-    def setUpClass(cls):
-        cls.scratch = benchtest.Scratch()
-        cls.result = cls.scratch.run("compare", "--runtime", "1", "--rounds", "1",
-                                     "--image-size", "64M",
-                                     "--out", cls.scratch.out)
-        found = glob.glob(os.path.join(cls.scratch.out, "compare-*.json"))
+    def start(cls, scratch):
+        result = scratch.run("compare", "--runtime", "1", "--rounds", "1",
+                             "--image-size", "64M", "--out", scratch.out)
+        found = glob.glob(os.path.join(scratch.out, "compare-*.json"))
         cls.json_path = found[0] if len(found) == 1 else None
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.scratch.close()
-
-    def test_finishes_and_cleans_up(self):
-        self.assertEqual(self.result.returncode, 0, self.result.stderr)
-        self.scratch.check_clean(self)
+        return result
 
     def test_prints_every_row(self):
         lines = self.result.stdout.splitlines()

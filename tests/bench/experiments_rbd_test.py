@@ -6,29 +6,21 @@ shape (small requests fill the 32-slot ring, 1 MiB ones do not); nothing
 stays mounted or running."""
 import json
 import os
-import unittest
 
 import benchtest
 from compare_rbd_test import ceph_daemons_under
 
 
-class ExperimentsRbdTest(unittest.TestCase):
+class ExperimentsRbdTest(benchtest.OneRun):
     @classmethod
-    def setUpClass(cls):
-        cls.scratch = benchtest.Scratch()
-        cls.result = cls.scratch.run("experiments", "--device", "rbd",
-                                     "--only", "request-size", "--runtime", "1",
-                                     "--image-size", "32M",
-                                     "--out", cls.scratch.out, timeout=220)
+    def start(cls, scratch):
+        return scratch.run("experiments", "--device", "rbd",
+                           "--only", "request-size", "--runtime", "1",
+                           "--image-size", "32M", "--out", scratch.out,
+                           timeout=220)
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.scratch.close()
-
-    def test_finishes_and_cleans_up(self):
-        self.assertEqual(self.result.returncode, 0, self.result.stderr)
-        self.scratch.check_clean(self)
-        self.assertEqual(ceph_daemons_under(self.scratch.dir), [])
+    def left_behind(self):
+        return ceph_daemons_under(self.scratch.dir)
 
     def test_report_names_the_rbd_device(self):
         with open(os.path.join(self.scratch.out, "request-size.md")) as f:

@@ -4,7 +4,6 @@ on a 64 MiB image. Every table has every column (markdown and JSON), the
 request-size PNG is a PNG, and nothing stays mounted."""
 import json
 import os
-import unittest
 
 import benchtest
 from pvbench import report
@@ -20,26 +19,17 @@ ROWS = {"notifications": [["event-idx", "always"]] * 2,
         "request-size": [["max-segments %d" % s for s in (11, 16, 32, 64, 128, 256)]]}
 
 
-class ExperimentsTest(unittest.TestCase):
+class ExperimentsTest(benchtest.OneRun):
     @classmethod
-    def setUpClass(cls):
-        cls.scratch = benchtest.Scratch()
-        cls.result = cls.scratch.run("experiments", "--only",
-                                     "notifications,request-size",
-                                     "--runtime", "1", "--image-size", "64M",
-                                     "--out", cls.scratch.out)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.scratch.close()
+    def start(cls, scratch):
+        return scratch.run("experiments", "--only",
+                           "notifications,request-size",
+                           "--runtime", "1", "--image-size", "64M",
+                           "--out", scratch.out)
 
     def load(self, name):
         with open(os.path.join(self.scratch.out, name + ".json")) as f:
             return json.load(f)
-
-    def test_finishes_and_cleans_up(self):
-        self.assertEqual(self.result.returncode, 0, self.result.stderr)
-        self.scratch.check_clean(self)
 
     def test_tables_have_every_column(self):
         for name, columns in COLUMNS.items():
@@ -71,27 +61,17 @@ class ExperimentsTest(unittest.TestCase):
         self.assertEqual(self.load("request-size")["png"], png)
 
 
-class NullDelayTest(unittest.TestCase):
+class NullDelayTest(benchtest.OneRun):
     """--device null-delay, request-size at 1 s per run: the slow-device
     shape (one blkif ring of 32) on the null engine with its delay, the
     device and the load in the report, and the counters that explain the
     table: small requests fill the ring, large ones do not need to."""
 
     @classmethod
-    def setUpClass(cls):
-        cls.scratch = benchtest.Scratch()
-        cls.result = cls.scratch.run("experiments", "--device", "null-delay",
-                                     "--only", "request-size", "--runtime", "1",
-                                     "--image-size", "64M",
-                                     "--out", cls.scratch.out)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.scratch.close()
-
-    def test_finishes_and_cleans_up(self):
-        self.assertEqual(self.result.returncode, 0, self.result.stderr)
-        self.scratch.check_clean(self)
+    def start(cls, scratch):
+        return scratch.run("experiments", "--device", "null-delay",
+                           "--only", "request-size", "--runtime", "1",
+                           "--image-size", "64M", "--out", scratch.out)
 
     def test_report_names_the_device_and_the_load(self):
         with open(os.path.join(self.scratch.out, "request-size.md")) as f:

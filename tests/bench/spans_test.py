@@ -66,9 +66,9 @@ class BadInputTest(unittest.TestCase):
             scratch.close()
 
 
-class EndToEndTest(unittest.TestCase):
+class EndToEndTest(benchtest.OneRun):
     @classmethod
-    def setUpClass(cls):
+    def start(cls, scratch):
         why = []
         if os.geteuid() != 0:
             why.append("not root (perf -a on tracepoints)")
@@ -84,19 +84,11 @@ class EndToEndTest(unittest.TestCase):
             why.append("pvdisk not built in %s" % benchtest.build_dir())
         if why:
             raise unittest.SkipTest("; ".join(why))
-        cls.scratch = benchtest.Scratch()
-        cls.json_path = os.path.join(cls.scratch.dir, "spans.json")
-        cls.result = cls.scratch.run("spans", "--runtime", "1.5",
-                                     "--image-size", "64M", "--jobs",
-                                     "rr4k_qd32", "--json", cls.json_path)
+        cls.json_path = os.path.join(scratch.dir, "spans.json")
+        return scratch.run("spans", "--runtime", "1.5", "--image-size", "64M",
+                           "--jobs", "rr4k_qd32", "--json", cls.json_path)
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.scratch.close()
-
-    def test_finishes_and_cleans_up(self):
-        self.assertEqual(self.result.returncode, 0, self.result.stderr)
-        self.scratch.check_clean(self)
+    def test_prints_where_the_time_goes(self):
         self.assertIn("| pvdisk: where a request's time goes | us | share |",
                       self.result.stdout)
 

@@ -6,6 +6,7 @@
 // --fuse-spread off keeps every request on the submitter's queue.
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,33 +38,46 @@ uint64_t Sum(const DiskStats& stats, const char* counter) {
   return sum;
 }
 
-class SpreadTest : public ::testing::TestWithParam<std::string> {};
+// A 64 MiB image mounted with --fuse-spread GetParam() (on or off).
+class SpreadTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void MountImage() {
+    CreateImage(dir_.Path("disk0.img"), 64 * kMiB);
+    mount_ = std::make_unique<Mount>(
+        dir_.MakeDir("mnt"),
+        std::vector<std::string>{"--disk", dir_.Path("disk0.img"), "--fuse-io",
+                                 "uring", "--placement", "inline",
+                                 "--fuse-spread", GetParam()});
+  }
+  bool spread() const { return GetParam() == "on"; }
+  // fio with these options from CPU 0 on the image, clean; then the stats.
+  DiskStats FioFromCpuZero(std::vector<std::string> args) {
+    ExpectFioClean(
+        RunCommand(FioCommand(mount_->Path("disk0.img"), OnCpuZero(args)),
+                   std::chrono::seconds(180)));
+    return StatsOf(mount_->mountpoint(), "disk0.img");
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Mount> mount_;
+};
 
 TEST_P(SpreadTest, OneSubmittersDepthRunsOnEveryQueueAndVerifies) {
   PVDISK_REQUIRE_TWO_URING_QUEUES();
-  const bool spread = GetParam() == "on";
-  TempDir dir;
-  CreateImage(dir.Path("disk0.img"), 64 * kMiB);
-  Mount mount(dir.MakeDir("mnt"),
-              {"--disk", dir.Path("disk0.img"), "--fuse-io", "uring",
-               "--placement", "inline", "--fuse-spread", GetParam()});
-  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
-  EXPECT_EQ(StatsOf(mount.mountpoint(), "disk0.img").config["fuse_spread"],
+  MountImage();
+  ASSERT_TRUE(mount_->ok()) << mount_->mount_result().Describe();
+  EXPECT_EQ(StatsOf(mount_->mountpoint(), "disk0.img").config["fuse_spread"],
             GetParam());
 
   // Deep verified writes from CPU 0.
-  ExpectFioClean(RunCommand(
-      FioCommand(mount.Path("disk0.img"),
-                 OnCpuZero({"--rw=randwrite", "--bs=4k", "--iodepth=32",
-                            "--size=32M", "--verify=crc32c"})),
-      std::chrono::seconds(180)));
-  DiskStats deep = StatsOf(mount.mountpoint(), "disk0.img");
+  DiskStats deep = FioFromCpuZero({"--rw=randwrite", "--bs=4k", "--iodepth=32",
+                                   "--size=32M", "--verify=crc32c"});
   EXPECT_EQ(deep["errors"], 0u);
   EXPECT_EQ(deep["inflight"], 0u);
   const uint64_t writes = Sum(deep, "reqs_write");
   ASSERT_GT(writes, 0u);
   uint64_t elsewhere = writes - deep.queues[0]["reqs_write"];
-  if (spread) {
+  if (spread()) {
     // Every other reply at depth 8 or more moves an entry away; the share
     // that runs elsewhere settles where queue 0's thread holds fewer than
     // 8, so well above a tenth at depth 32.
@@ -78,13 +92,9 @@ TEST_P(SpreadTest, OneSubmittersDepthRunsOnEveryQueueAndVerifies) {
   // Then one request at a time: an entry held elsewhere that comes alone
   // goes home with its reply, so at most the first few requests (one per
   // entry the job cycles through before settling) run elsewhere.
-  ResetStats(mount.mountpoint());
-  ExpectFioClean(RunCommand(
-      FioCommand(mount.Path("disk0.img"),
-                 OnCpuZero({"--rw=randread", "--bs=4k", "--iodepth=1",
-                            "--size=32M", "--io_size=4M"})),
-      std::chrono::seconds(120)));
-  DiskStats alone = StatsOf(mount.mountpoint(), "disk0.img");
+  ResetStats(mount_->mountpoint());
+  DiskStats alone = FioFromCpuZero({"--rw=randread", "--bs=4k", "--iodepth=1",
+                                    "--size=32M", "--io_size=4M"});
   const uint64_t reads = Sum(alone, "reqs_read");
   EXPECT_EQ(reads, 1024u);
   elsewhere = reads - alone.queues[0]["reqs_read"];
@@ -99,39 +109,27 @@ TEST_P(SpreadTest, OneSubmittersDepthRunsOnEveryQueueAndVerifies) {
 // at once spread (their copies then run on two CPUs, not in a row on one).
 TEST_P(SpreadTest, LargeWritesSpreadAtLowDepthSmallOnesDoNot) {
   PVDISK_REQUIRE_TWO_URING_QUEUES();
-  const bool spread = GetParam() == "on";
-  TempDir dir;
-  CreateImage(dir.Path("disk0.img"), 64 * kMiB);
-  Mount mount(dir.MakeDir("mnt"),
-              {"--disk", dir.Path("disk0.img"), "--fuse-io", "uring",
-               "--placement", "inline", "--fuse-spread", GetParam()});
-  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  MountImage();
+  ASSERT_TRUE(mount_->ok()) << mount_->mount_result().Describe();
 
-  ExpectFioClean(RunCommand(
-      FioCommand(mount.Path("disk0.img"),
-                 OnCpuZero({"--rw=randwrite", "--bs=4k", "--iodepth=4",
-                            "--size=16M", "--verify=crc32c"})),
-      std::chrono::seconds(180)));
-  DiskStats small = StatsOf(mount.mountpoint(), "disk0.img");
+  DiskStats small = FioFromCpuZero({"--rw=randwrite", "--bs=4k", "--iodepth=4",
+                                    "--size=16M", "--verify=crc32c"});
   uint64_t writes = Sum(small, "reqs_write");
   ASSERT_GT(writes, 0u);
   EXPECT_EQ(writes - small.queues[0]["reqs_write"], 0u)
       << "of " << writes << " 4 KiB writes at iodepth 4 from CPU 0";
   EXPECT_EQ(small["errors"], 0u);
 
-  ResetStats(mount.mountpoint());
-  ExpectFioClean(RunCommand(
-      FioCommand(mount.Path("disk0.img"),
-                 OnCpuZero({"--rw=write", "--bs=1M", "--iodepth=4",
-                            "--size=48M", "--loops=2", "--verify=crc32c"})),
-      std::chrono::seconds(180)));
-  DiskStats large = StatsOf(mount.mountpoint(), "disk0.img");
+  ResetStats(mount_->mountpoint());
+  DiskStats large =
+      FioFromCpuZero({"--rw=write", "--bs=1M", "--iodepth=4", "--size=48M",
+                      "--loops=2", "--verify=crc32c"});
   EXPECT_EQ(large["errors"], 0u);
   EXPECT_EQ(large["inflight"], 0u);
   writes = Sum(large, "reqs_write");
   ASSERT_GT(writes, 0u);
   const uint64_t elsewhere = writes - large.queues[0]["reqs_write"];
-  if (spread) {
+  if (spread()) {
     EXPECT_GT(elsewhere, writes / 10)
         << "of " << writes << " 1 MiB writes at iodepth 4 from CPU 0, "
         << elsewhere << " ran on other queues";
