@@ -39,6 +39,13 @@ IMAGE_OPS = {"READ", "WRITE", "READV", "WRITEV", "READ_FIXED", "WRITE_FIXED"}
 # The user_data of the eventfd read each queue thread keeps armed
 # (UringChannel's kWakeTag): a READ that is not image I/O.
 WAKE_TAG = "0x100000000"
+# Other eventfd reads on the daemon's rings (the inline driver's kicks, an
+# engine's wake-ups) carry lent tags like image I/O; they complete with the
+# 8 bytes of an eventfd counter, which no image I/O (whole sectors) does.
+EVENTFD_RESULT = "8"
+# A FUSE ring entry's commands carry its queue and index below 2^32
+# (UringChannel's EntryTag); lent tags and the wake tag are above.
+ENTRY_TAGS_BELOW = 1 << 32
 # FUSE opcodes whose requests carry the data: READ 15, WRITE 16.
 DATA_OPCODES = {"15", "16"}
 
@@ -67,6 +74,13 @@ def script_command(data):
 def _field(name, rest):
     m = _FIELD[name].search(rest)
     return m.group(1) if m else None
+
+
+def _is_entry(user_data):
+    try:
+        return int(user_data, 16) < ENTRY_TAGS_BELOW
+    except (TypeError, ValueError):
+        return False
 
 
 def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3):
@@ -118,9 +132,13 @@ def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3):
                 # An entry command completes with 0 when the kernel has put
                 # a request into it; image I/O completes with its byte count.
                 key = ("image", _field("req", rest))
+                result = _field("result", rest)
                 if key in started:
-                    end(key, "image", ts)
-                elif _field("result", rest) == "0":
+                    if result == EVENTFD_RESULT:
+                        started.pop(key)
+                    else:
+                        end(key, "image", ts)
+                elif result == "0" and _is_entry(_field("user_data", rest)):
                     started[("held", _field("user_data", rest))] = ts
         elif event == "fuse:fuse_request_send":
             m = _FUSE_OPCODE.search(rest)

@@ -159,12 +159,13 @@ const std::vector<FlagSpec>& MountFlags() {
        "request reaches the disk in few segments; each costs up to 1 MiB of "
        "memory once used; 0 to --fuse-queue-depth"},
       {"fuse-spread", true, false, "on|off", "on",
-       "with --placement inline: a FUSE uring queue thread that holds 8 or "
-       "more small requests at once, or 2 or more writes of 48 KiB and up (a "
-       "request counts 1, plus 1 per 16 KiB of data it brings), hands every "
-       "other reply to another queue thread, which commits it and so takes "
-       "that entry's later requests (one submitter's depth then runs on "
-       "every CPU); an entry goes home again when it comes alone"},
+       "with --placement inline: a FUSE uring queue thread that holds 2 or "
+       "more requests weighing 8 in all (1 each, plus 1 per whole 16 KiB of "
+       "data a request brings: 8 small requests, or 2 writes of 48 KiB and "
+       "up) hands every other reply to another queue thread, which commits "
+       "it and so takes that entry's later requests (one submitter's depth "
+       "then runs on every CPU); an entry goes home again when it comes "
+       "alone"},
       {"fuse-queue-pin", true, false, "auto|on|off", "auto",
        "where each FUSE uring queue's thread runs: on = on its CPU (the CPU "
        "its requests come from), off = where the scheduler puts it, auto = "

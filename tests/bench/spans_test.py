@@ -4,6 +4,7 @@ excerpt of perf script output, then the tool end to end on a real mount
 under a real perf trace (root, perf and the fuse tracepoints needed: else
 skipped), whose spans must nest as the layers do and leave nothing
 mounted."""
+import glob
 import json
 import os
 import shutil
@@ -15,8 +16,10 @@ from pvbench import spans
 
 # One 4 KiB read through pvdisk, as perf script prints it: fio submits it,
 # the kernel sends the FUSE request and posts it into pvdisk's entry 0x7e,
-# pvdisk reads the image and commits; an eventfd read (the wake tag) is not
-# image I/O. Padded with a request at each end for the margins.
+# pvdisk reads the image and commits. Not image I/O: the wake tag's eventfd
+# read, and an eventfd read under a lent tag (completes with 8 bytes); not
+# an entry: a lent tag's completion with 0 (an fsync, say). Padded with a
+# request at each end for the margins.
 EXCERPT = """\
 fio  10 [000]  100.000000: io_uring:io_uring_submit_req: ring 0xa, req 0x1, user_data 0x55, opcode READ, flags 0x0, sq_thread 0
 fio  10 [000]  101.000000: fuse:fuse_request_send: connection 40 req 7 opcode 15 (FUSE_READ) len 80
@@ -24,6 +27,9 @@ fio  10 [000]  101.000002: io_uring:io_uring_submit_req: ring 0xa, req 0x2, user
 pvdisk-fuse-q0  20 [001]  101.000010: io_uring:io_uring_complete: ring 0xb, req 0x3, user_data 0x7e, result 0, cflags 0x0 extra1 0 extra2 0
 pvdisk-fuse-q0  20 [001]  101.000020: io_uring:io_uring_submit_req: ring 0xb, req 0x4, user_data 0x20000000001, opcode READ, flags 0x0, sq_thread 0
 pvdisk-fuse-q0  20 [001]  101.000021: io_uring:io_uring_submit_req: ring 0xb, req 0x5, user_data 0x100000000, opcode READ, flags 0x0, sq_thread 0
+pvdisk-fuse-q0  20 [001]  101.000022: io_uring:io_uring_submit_req: ring 0xb, req 0x7, user_data 0x20000000009, opcode READ, flags 0x0, sq_thread 0
+pvdisk-fuse-q0  20 [001]  101.000023: io_uring:io_uring_complete: ring 0xb, req 0x8, user_data 0x30000000001, result 0, cflags 0x0 extra1 0 extra2 0
+pvdisk-fuse-q0  20 [001]  101.000300: io_uring:io_uring_complete: ring 0xb, req 0x7, user_data 0x20000000009, result 8, cflags 0x0 extra1 0 extra2 0
 pvdisk-fuse-q0  20 [001]  101.000320: io_uring:io_uring_complete: ring 0xb, req 0x4, user_data 0x20000000001, result 4096, cflags 0x0 extra1 0 extra2 0
 pvdisk-fuse-q0  20 [001]  101.000330: io_uring:io_uring_submit_req: ring 0xb, req 0x6, user_data 0x7e, opcode URING_CMD, flags 0x0, sq_thread 0
 pvdisk-fuse-q0  20 [001]  101.000332: fuse:fuse_request_end: connection 40 req 7 len 4112 error 0
@@ -87,6 +93,10 @@ class EndToEndTest(benchtest.OneRun):
         cls.json_path = os.path.join(scratch.dir, "spans.json")
         return scratch.run("spans", "--runtime", "1.5", "--image-size", "64M",
                            "--jobs", "rr4k_qd32", "--json", cls.json_path)
+
+    def left_behind(self):
+        # perf's trace goes to /dev/shm, removed after each run.
+        return glob.glob("/dev/shm/pvdisk-spans-*")
 
     def test_prints_where_the_time_goes(self):
         self.assertIn("| pvdisk: where a request's time goes | us | share |",

@@ -119,6 +119,8 @@ TEST_P(SpreadTest, LargeWritesSpreadAtLowDepthSmallOnesDoNot) {
   EXPECT_EQ(writes - small.queues[0]["reqs_write"], 0u)
       << "of " << writes << " 4 KiB writes at iodepth 4 from CPU 0";
   EXPECT_EQ(small["errors"], 0u);
+  EXPECT_EQ(small["inflight"], 0u);
+  ExpectTotalsAgreeWithQueues(small);
 
   ResetStats(mount_->mountpoint());
   DiskStats large =

@@ -278,7 +278,7 @@ struct UringChannel::Queue final : public io::RingLender {
     std::sort(local_commits.begin(), local_commits.end());
     for (uint64_t tag : local_commits) {
       Queue& owner = *all[EntryQueue(tag)];
-      Release(owner.entries[EntryIndex(tag)]);
+      Release(owner.entries[EntryIndex(tag)].spread_units);
       QueueCommand(owner, EntryIndex(tag), abi::kUringCmdCommitAndFetch);
     }
     local_commits.clear();
@@ -308,10 +308,12 @@ struct UringChannel::Queue final : public io::RingLender {
     }
     local_commits.insert(local_commits.end(), taken.begin(), taken.end());
   }
-  // The entry's request is no longer held here (committed or handed on).
-  void Release(const Entry& entry) {
+  // A request of this weight is no longer held here (committed or handed
+  // on). The caller reads the weight while the entry is still its own: once
+  // handed on, another thread may take the entry's next request at once.
+  void Release(uint32_t spread_units) {
     --with_handler;
-    held_units -= entry.spread_units;
+    held_units -= spread_units;
   }
 };
 
@@ -425,6 +427,7 @@ void UringChannel::Send(uint64_t slot, uint64_t unique, int error,
   if (current_queue == &holder) {
     Queue* to = SpreadTarget(holder, queue);
     if (to != nullptr) {
+      const uint32_t units = entry.spread_units;  // before the entry goes
       bool moved = false;
       {
         std::lock_guard<std::mutex> lock(to->mu);
@@ -434,7 +437,7 @@ void UringChannel::Send(uint64_t slot, uint64_t unique, int error,
         }
       }
       if (moved) {
-        holder.Release(entry);
+        holder.Release(units);
         to->Wake();
         return;
       }
