@@ -160,12 +160,12 @@ const std::vector<FlagSpec>& MountFlags() {
        "memory once used; 0 to --fuse-queue-depth"},
       {"fuse-spread", true, false, "on|off", "on",
        "with --placement inline: a FUSE uring queue thread that holds 2 or "
-       "more requests weighing 8 in all (1 each, plus 1 per whole 16 KiB of "
-       "data a request brings: 8 small requests, or 2 writes of 48 KiB and "
-       "up) hands every other reply to another queue thread, which commits "
-       "it and so takes that entry's later requests (one submitter's depth "
-       "then runs on every CPU); an entry goes home again when it comes "
-       "alone"},
+       "more requests weighing 16 in all (1 each, plus 1 per whole 4 KiB of "
+       "data a request brings: 16 reads, 8 writes of 4 KiB, or 2 writes of "
+       "28 KiB and up) hands every other reply to another queue thread, "
+       "which commits it and so takes that entry's later requests (one "
+       "submitter's depth then runs on every CPU); an entry goes home again "
+       "when it comes alone"},
       {"fuse-queue-pin", true, false, "auto|on|off", "auto",
        "where each FUSE uring queue's thread runs: on = on its CPU (the CPU "
        "its requests come from), off = where the scheduler puts it, auto = "

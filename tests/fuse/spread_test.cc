@@ -78,7 +78,8 @@ TEST_P(SpreadTest, OneSubmittersDepthRunsOnEveryQueueAndVerifies) {
   ASSERT_GT(writes, 0u);
   uint64_t elsewhere = writes - deep.queues[0]["reqs_write"];
   if (spread()) {
-    // Every other reply at depth 8 or more moves an entry away; the share
+    // Every other reply at depth 8 or more (4 KiB writes weigh 2 of the
+    // 16 a thread spreads from) moves an entry away; the share
     // that runs elsewhere settles where queue 0's thread holds fewer than
     // 8, so well above a tenth at depth 32.
     EXPECT_GT(elsewhere, writes / 10)
@@ -103,10 +104,11 @@ TEST_P(SpreadTest, OneSubmittersDepthRunsOnEveryQueueAndVerifies) {
   EXPECT_EQ(alone["errors"], 0u);
 }
 
-// A request weighs one plus one per 16 KiB of data it brings: the kernel
-// copies a write's data into the entry on the thread that takes it. So
-// four small writes at once stay on their queue, while four 1 MiB writes
-// at once spread (their copies then run on two CPUs, not in a row on one).
+// A request weighs one plus one per 4 KiB of data it brings (the kernel
+// copies a write's data into the entry on the thread that takes it), and a
+// thread spreads from 16: four 4 KiB writes at once (8) stay on their
+// queue, while four 1 MiB writes at once spread (their copies then run on
+// two CPUs, not in a row on one).
 TEST_P(SpreadTest, LargeWritesSpreadAtLowDepthSmallOnesDoNot) {
   PVDISK_REQUIRE_TWO_URING_QUEUES();
   MountImage();

@@ -35,15 +35,18 @@ constexpr size_t kHeaderBytes = 512;  // one fuse_uring_req_header, padded
 // kSpreadUnitBytes of data it brings (a WRITE's): the kernel copies that
 // data into the entry on the thread whose ring takes the request, so one
 // thread taking four 1 MiB writes copies 4 MiB in a row while the disk
-// waits. Counted by requests alone (eight), fio's 1 MiB writes at iodepth
-// 4 never spread: 1793 MiB/s against 2314 weighed so, means of 4 rounds
-// side by side (native 2301). A threshold of two requests of any size
-// made 4 KiB random reads at iodepth 32 slower (45.8K against 48.9K IOPS),
-// so small requests still spread from eight. Reads weigh one: weighed by
-// the data they ask for (copied out on the committing thread), 128 KiB
-// reads at iodepth 8 were slower (8718 against 9695 IOPS, 4 rounds).
-constexpr uint32_t kSpreadDepth = 8;
-constexpr uint32_t kSpreadUnitBytes = 16 << 10;
+// waits. So 4 KiB writes spread from 8 held (as when requests were counted
+// alone, against 8), large writes from 2, reads (which bring nothing) from
+// 16. Measured side by side, two builds mounted on one image, means of 4-6
+// rounds of fio: counted alone, 1 MiB writes at iodepth 4 never spread
+// (1793 MiB/s against 2314 weighed, native 2301); reads spreading from 16
+// instead of 8 gave 4 KiB reads at iodepth 32 54.0K against 49.9K IOPS
+// (and 51.7K against 49.2K with the mounts' order swapped) and 128 KiB
+// reads at iodepth 8 10.6K against 9.7K, two 4 KiB jobs at depth 32 the
+// same (59.9K, 59.8K). A threshold of two requests of any size made 4 KiB
+// reads at depth 32 slower still (45.8K against 48.9K).
+constexpr uint32_t kSpreadDepth = 16;
+constexpr uint32_t kSpreadUnitBytes = 4 << 10;
 
 uint32_t SpreadUnits(uint32_t payload_bytes) {
   return 1 + payload_bytes / kSpreadUnitBytes;
@@ -462,8 +465,8 @@ UringChannel::Queue* UringChannel::SpreadTarget(Queue& holder,
     // At depth every other reply goes out through another queue thread, in
     // turn. Where the balance settles: this thread keeps handing entries
     // away while it holds two or more requests weighing kSpreadDepth units
-    // or more (measured at one fio job of 4 KiB requests at depth 32 on 2
-    // CPUs: both threads equally busy).
+    // or more (first measured at one fio job of 4 KiB writes at depth 32 on
+    // 2 CPUs: both threads equally busy).
     if (holder.with_handler < 2 || holder.held_units < kSpreadDepth) {
       return nullptr;
     }
