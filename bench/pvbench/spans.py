@@ -25,6 +25,7 @@ request outside its I/O, image - device the image I/O outside the device
 Tracing costs time at every event (a few hundred ns here), so the spans
 are longer and the IOPS lower than untraced: compare the shares, and
 targets traced in the same run."""
+import os
 import re
 
 from . import BenchError
@@ -87,35 +88,35 @@ def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3):
     """perf script lines -> {span: [seconds, ...]} of the requests that
     started after the first `margin_s` and before the last `margin_s` of
     the trace (the steady state). Rings are told apart by who submits on
-    them: `client`'s (fio) or threads named `daemon_prefix`..."""
-    events = []
-    for line in lines:
-        m = _LINE.match(line)
-        if m:
-            events.append((float(m.group("ts")), m.group("comm"),
-                           m.group("event"), m.group("rest")))
-    spans = {name: [] for name in SPANS}
-    if not events:
-        return spans
-    owner = {}  # ring -> "client" or "daemon", from its submissions
-    for _, comm, event, rest in events:
-        if event == "io_uring:io_uring_submit_req":
-            ring = _field("ring", rest)
-            if comm.startswith(daemon_prefix):
-                owner.setdefault(ring, "daemon")
-            elif comm == client:
-                owner.setdefault(ring, "client")
-    first, last = events[0][0] + margin_s, events[-1][0] - margin_s
-    started = {}
+    them: `client`'s (fio) or threads named `daemon_prefix`...; a ring's
+    events before its first submission are not followed (the margin covers
+    them). One pass: only the requests still open are kept."""
+    owner = {}    # ring -> "client" or "daemon", from its submissions
+    started = {}  # (span, id) -> when it began
+    done = {name: [] for name in SPANS}  # (began, lasted) per span
+    first_ts = last_ts = None
 
     def end(key, span, ts):
         begun = started.pop(key, None)
-        if begun is not None and first <= begun <= last:
-            spans[span].append(ts - begun)
+        if begun is not None:
+            done[span].append((begun, ts - begun))
 
-    for ts, _, event, rest in events:
+    for line in lines:
+        m = _LINE.match(line)
+        if not m:
+            continue
+        ts, event, rest = float(m.group("ts")), m.group("event"), m.group("rest")
+        first_ts = ts if first_ts is None else first_ts
+        last_ts = ts
         if event == "io_uring:io_uring_submit_req":
-            who = owner.get(_field("ring", rest))
+            ring = _field("ring", rest)
+            comm = m.group("comm")
+            if ring not in owner:
+                if comm.startswith(daemon_prefix):
+                    owner[ring] = "daemon"
+                elif comm == client:
+                    owner[ring] = "client"
+            who = owner.get(ring)
             op = _field("opcode", rest)
             user_data = _field("user_data", rest)
             if who == "client" and op in ("READ", "WRITE"):
@@ -148,6 +149,12 @@ def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3):
             m = _UNIQUE.search(rest)
             if m:
                 end(("fuse", m.group(1)), "fuse", ts)
+    spans = {name: [] for name in SPANS}
+    if first_ts is None:
+        return spans
+    first, last = first_ts + margin_s, last_ts - margin_s
+    for name, pairs in done.items():
+        spans[name] = [lasted for begun, lasted in pairs if first <= begun <= last]
     return spans
 
 
@@ -165,7 +172,6 @@ def summary(values):
 def device_of(path):
     """The /proc/diskstats name of the block device holding `path` (its
     partition if it is on one), or None (tmpfs, overlay...)."""
-    import os
     dev = os.stat(path).st_dev
     name = "%d:%d" % (os.major(dev), os.minor(dev))
     try:

@@ -19,9 +19,11 @@ from pvbench import spans
 # pvdisk reads the image and commits. Not image I/O: the wake tag's eventfd
 # read, and an eventfd read under a lent tag (completes with 8 bytes); not
 # an entry: a lent tag's completion with 0 (an fsync, say). Padded with a
-# request at each end for the margins.
+# request at each end for the margins (and a commit of another entry, by
+# which the parser learns whose ring 0xb is).
 EXCERPT = """\
 fio  10 [000]  100.000000: io_uring:io_uring_submit_req: ring 0xa, req 0x1, user_data 0x55, opcode READ, flags 0x0, sq_thread 0
+pvdisk-fuse-q0  20 [001]  100.000001: io_uring:io_uring_submit_req: ring 0xb, req 0x9, user_data 0x7d, opcode URING_CMD, flags 0x0, sq_thread 0
 fio  10 [000]  101.000000: fuse:fuse_request_send: connection 40 req 7 opcode 15 (FUSE_READ) len 80
 fio  10 [000]  101.000002: io_uring:io_uring_submit_req: ring 0xa, req 0x2, user_data 0x56, opcode READ, flags 0x0, sq_thread 0
 pvdisk-fuse-q0  20 [001]  101.000010: io_uring:io_uring_complete: ring 0xb, req 0x3, user_data 0x7e, result 0, cflags 0x0 extra1 0 extra2 0
@@ -60,7 +62,8 @@ class BadInputTest(unittest.TestCase):
     def test_refuses_with_one_line_and_status_2(self):
         scratch = benchtest.Scratch()
         try:
-            for args, says in [(["--runtime", "0.5"], "too short"),
+            for args, says in [(["--runtime", "0.5"], "more than 1 s"),
+                               (["--runtime", "60"], "at most 10"),
                                (["--jobs", "rr4k_qd9"], "rr4k_qd9")]:
                 p = scratch.run("spans", *args, timeout=60)
                 self.assertEqual(p.returncode, 2, p.stderr)

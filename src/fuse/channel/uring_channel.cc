@@ -39,7 +39,9 @@ constexpr size_t kHeaderBytes = 512;  // one fuse_uring_req_header, padded
 // alone, against 8), large writes from 2, reads (which bring nothing) from
 // 16. Measured side by side, two builds mounted on one image, means of 4-6
 // rounds of fio: counted alone, 1 MiB writes at iodepth 4 never spread
-// (1793 MiB/s against 2314 weighed, native 2301); reads spreading from 16
+// (1793 MiB/s against 2314 weighed by a first version, 1 unit per 16 KiB
+// against 8, native 2301; these weights 2374 against its 2319); reads
+// spreading from 16
 // instead of 8 gave 4 KiB reads at iodepth 32 54.0K against 49.9K IOPS
 // (and 51.7K against 49.2K with the mounts' order swapped) and 128 KiB
 // reads at iodepth 8 10.6K against 9.7K, two 4 KiB jobs at depth 32 the

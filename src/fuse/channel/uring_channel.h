@@ -36,8 +36,9 @@
 // At depth a thread hands every other reply it makes to another queue
 // thread, which commits it and keeps the entry; an entry that comes alone
 // to a thread not its own goes home the same way (SpreadTarget). Depth is
-// weighed: eight small requests, or two large writes, whose data the
-// kernel copies into the entry on the taking thread. One submitter's
+// weighed (a request by the data it brings, which the kernel copies into
+// the entry on the taking thread): sixteen reads, eight 4 KiB writes, or
+// two large writes. One submitter's
 // depth, all on its CPU's queue, then runs on every CPU.
 #pragma once
 
