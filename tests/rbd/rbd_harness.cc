@@ -1,5 +1,6 @@
 #include "rbd_harness.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -53,8 +54,23 @@ OwnCluster::~OwnCluster() {
   }
 }
 
+bool OwnCluster::FreezeOsd(bool frozen) {
+  // DIR/pids lists the daemons that start launched; the OSD is the one whose
+  // command is ceph-osd.
+  std::ifstream pids(dir_ + "/pids");
+  bool signalled = false;
+  for (pid_t pid; pids >> pid;) {
+    std::ifstream comm_file("/proc/" + std::to_string(pid) + "/comm");
+    std::string comm;
+    if (!(comm_file >> comm) || comm != "ceph-osd") continue;
+    signalled |= kill(pid, frozen ? SIGSTOP : SIGCONT) == 0;
+  }
+  return signalled;
+}
+
 bool OwnCluster::Stop() {
   stopped_ = true;
+  FreezeOsd(false);  // a frozen OSD would not take stop's SIGTERM
   CommandResult stop = RunCommand({PVDISK_CEPH_CLUSTER_SCRIPT, "stop", dir_},
                                   std::chrono::seconds(60));
   EXPECT_EQ(stop.exit_code, 0) << stop.Describe();

@@ -27,6 +27,10 @@ class OwnCluster {
   const std::string& start_output() const { return start_output_; }
   // Stops the daemons and removes the folder; true on success.
   bool Stop();
+  // Freezes (SIGSTOP) or thaws (SIGCONT) the OSD: a cluster that hangs
+  // without closing its connections, unlike Stop(). True if the signal
+  // reached it. Stop() thaws it first.
+  bool FreezeOsd(bool frozen);
 
  private:
   std::string dir_;

@@ -301,6 +301,54 @@ TEST_P(RbdClusterLossTest, IoFailsWithEioAndTheUnmountFinishes) {
   EXPECT_FALSE(IsMounted(mount.mountpoint()));
 }
 
+// The OSD hangs (SIGSTOP: its connections stay open, nothing is answered)
+// under 1 MiB writes at depth 32, more than the loopback socket buffers
+// take: the writes still fail with EIO within the disk's timeout. Worth its
+// own test because librbd writes straight from pvdisk's data pages
+// (rbd_disable_zero_copy_writes=false, src/io/rbd_image.cc) and then holds
+// a write's completion until its messenger lets go of those pages: a write
+// stuck in a connection to a hung OSD must not hold its request past the
+// timeout.
+TEST_P(RbdClusterLossTest, WritesToAFrozenOsdFailWithinTheTimeout) {
+  PVDISK_REQUIRE_FIO();
+  OwnCluster cluster;
+  ASSERT_TRUE(cluster.ok()) << cluster.start_output();
+  const std::string name = UniqueImageName("frozen");
+  CreateRbdImage(cluster.conf(), name, 256 * kMiB);
+  TempDir dir;
+  Mount mount(
+      dir.MakeDir("mnt"),
+      {"--disk", "rbd:rbd/" + name + ",conf=" + cluster.conf() + ",timeout=3",
+       "--placement", GetParam()},
+      std::chrono::seconds(150));
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  BackgroundProcess fio(FioCommand(
+      mount.Path(name), {"--rw=write", "--bs=1m", "--iodepth=32",
+                         "--size=256M", "--time_based", "--runtime=120"}));
+  ASSERT_TRUE(fio.started());
+  ASSERT_TRUE(WaitUntil(
+      [&] { return StatsOf(mount.mountpoint(), name)["reqs_write"] > 64; },
+      std::chrono::seconds(30)));
+  ASSERT_TRUE(cluster.FreezeOsd(true));
+  const auto frozen_at = std::chrono::steady_clock::now();
+
+  const bool ended = fio.Wait(std::chrono::seconds(60));
+  const auto took = std::chrono::steady_clock::now() - frozen_at;
+  cluster.FreezeOsd(false);
+  ASSERT_TRUE(ended) << "fio still runs a minute after the OSD froze";
+  // 3 s of timeout, plus the requests that librbd had not sent yet (each
+  // waits its own 3 s) and the machine's noise.
+  EXPECT_LT(took, std::chrono::seconds(20));
+  EXPECT_NE(fio.result().exit_code, 0);
+  EXPECT_NE(fio.result().Describe().find("Input/output error"),
+            std::string::npos)
+      << fio.result().Describe();
+  EXPECT_GT(StatsOf(mount.mountpoint(), name)["errors"], 0u);
+  CommandResult unmount = mount.Unmount(std::chrono::seconds(90));
+  EXPECT_EQ(unmount.exit_code, 0) << unmount.Describe();
+  EXPECT_FALSE(IsMounted(mount.mountpoint()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Placements, RbdClusterLossTest,
                          ::testing::ValuesIn(kPlacements),
                          [](const auto& info) {
