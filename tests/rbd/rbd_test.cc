@@ -323,8 +323,8 @@ TEST_P(RbdClusterLossTest, WritesToAFrozenOsdFailWithinTheTimeout) {
       std::chrono::seconds(150));
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
   BackgroundProcess fio(FioCommand(
-      mount.Path(name), {"--rw=write", "--bs=1m", "--iodepth=32",
-                         "--size=256M", "--time_based", "--runtime=120"}));
+      mount.Path(name), {"--rw=write", "--bs=1m", "--iodepth=32", "--size=256M",
+                         "--time_based", "--runtime=120"}));
   ASSERT_TRUE(fio.started());
   ASSERT_TRUE(WaitUntil(
       [&] { return StatsOf(mount.mountpoint(), name)["reqs_write"] > 64; },
