@@ -182,14 +182,15 @@ def device_of(path):
 
 
 def disk_ticks(device):
-    """(I/Os completed, ms spent on them) of `device` from /proc/diskstats:
-    reads and writes together."""
+    """(I/Os completed, ms spent on them, ms the device was busy) of
+    `device` from /proc/diskstats: reads and writes together; busy is
+    io_ticks, the time it had at least one I/O."""
     with open("/proc/diskstats") as f:
         for line in f:
             fields = line.split()
-            if len(fields) > 10 and fields[2] == device:
+            if len(fields) > 12 and fields[2] == device:
                 return (int(fields[3]) + int(fields[7]),
-                        int(fields[6]) + int(fields[10]))
+                        int(fields[6]) + int(fields[10]), int(fields[12]))
     raise BenchError("%s is not in /proc/diskstats" % device)
 
 
@@ -198,3 +199,14 @@ def device_await_us(before, after):
     disk_ticks() readings, in us; 0 when it did no I/O."""
     ios, ms = after[0] - before[0], after[1] - before[1]
     return 1000.0 * ms / ios if ios else 0.0
+
+
+def device_occupancy(before, after, elapsed_s):
+    """(busy share in %, mean I/Os at the device) between two disk_ticks()
+    readings `elapsed_s` apart. A device that a closed loop of requests
+    leaves idle part of the time is busy less than 100% whatever its
+    await; the mean depth is Little's law over the same interval."""
+    if elapsed_s <= 0:
+        return 0.0, 0.0
+    ms = 1000.0 * elapsed_s
+    return (100.0 * (after[2] - before[2]) / ms, (after[1] - before[1]) / ms)

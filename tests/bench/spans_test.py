@@ -57,6 +57,16 @@ class ParseTest(unittest.TestCase):
         self.assertAlmostEqual(s["p50_us"], 2000.0)
         self.assertEqual(spans.summary([])["n"], 0)
 
+    def test_device_occupancy(self):
+        # (I/Os, ms in I/Os, ms busy) before and after 4 s: busy 2 of the
+        # 4 s, 4 s of I/O time in 4 s of run = one I/O there on average.
+        busy, depth = spans.device_occupancy((100, 1000, 500),
+                                             (1100, 5000, 2500), 4.0)
+        self.assertAlmostEqual(busy, 50.0)
+        self.assertAlmostEqual(depth, 1.0)
+        self.assertEqual(spans.device_occupancy((0, 0, 0), (1, 1, 1), 0),
+                         (0.0, 0.0))
+
 
 class BadInputTest(unittest.TestCase):
     def test_refuses_with_one_line_and_status_2(self):
@@ -117,6 +127,9 @@ class EndToEndTest(benchtest.OneRun):
         self.assertGreaterEqual(pv["fuse"]["mean_us"], pv["held"]["mean_us"])
         self.assertGreaterEqual(pv["held"]["mean_us"], pv["image"]["mean_us"])
         self.assertGreater(pv["image"]["mean_us"], 0)
+        if pv["device_busy_pct"] is not None:  # an image on a block device
+            self.assertGreater(pv["device_busy_pct"], 0)
+            self.assertGreater(pv["device_depth"], 0)
 
 
 def main():
