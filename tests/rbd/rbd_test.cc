@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -259,94 +260,94 @@ TEST(RbdBadSpecTest, EachIsRefusedWithOneLineAndNothingMounted) {
   }
 }
 
+// A cluster of the test's own (the tests below stop or freeze it), an image
+// on it mounted with a 3 s timeout in the placement under test, and fio
+// writing to it until something fails.
+class RbdClusterLossTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  // Starts all of it and returns once pvdisk has counted `min_writes`
+  // writes. Use under ASSERT_NO_FATAL_FAILURE.
+  void StartWriting(const std::string& prefix, uint64_t image_bytes,
+                    std::vector<std::string> fio_args, uint64_t min_writes) {
+    ASSERT_TRUE(cluster_.ok()) << cluster_.start_output();
+    name_ = UniqueImageName(prefix);
+    CreateRbdImage(cluster_.conf(), name_, image_bytes);
+    mount_.emplace(dir_.MakeDir("mnt"),
+                   std::vector<std::string>{"--disk",
+                                            "rbd:rbd/" + name_ + ",conf=" +
+                                                cluster_.conf() + ",timeout=3",
+                                            "--placement", GetParam()},
+                   std::chrono::seconds(150));
+    ASSERT_TRUE(mount_->ok()) << mount_->mount_result().Describe();
+    fio_args.push_back("--time_based");
+    fio_args.push_back("--runtime=120");  // ended long before by an error
+    fio_.emplace(FioCommand(mount_->Path(name_), fio_args));
+    ASSERT_TRUE(fio_->started());
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          return StatsOf(mount_->mountpoint(), name_)["reqs_write"] >=
+                 min_writes;
+        },
+        std::chrono::seconds(30)));
+  }
+
+  // fio ended on EIO, pvdisk counted errors, and the unmount finishes.
+  void ExpectEioAndACleanUnmount() {
+    EXPECT_NE(fio_->result().exit_code, 0);
+    EXPECT_NE(fio_->result().Describe().find("Input/output error"),
+              std::string::npos)
+        << fio_->result().Describe();
+    EXPECT_GT(StatsOf(mount_->mountpoint(), name_)["errors"], 0u);
+    CommandResult unmount = mount_->Unmount(std::chrono::seconds(90));
+    EXPECT_EQ(unmount.exit_code, 0) << unmount.Describe();
+    EXPECT_FALSE(IsMounted(mount_->mountpoint()));
+  }
+
+  OwnCluster cluster_;
+  std::string name_;
+  TempDir dir_;
+  std::optional<Mount> mount_;
+  std::optional<BackgroundProcess> fio_;
+};
+
 // The cluster goes away under a writing fio: its I/O fails with EIO (within
 // the disk's timeout, not at the end of fio's run), the errors are counted,
-// and the unmount still finishes. A cluster of its own, as it is stopped;
-// in both placements.
-class RbdClusterLossTest : public ::testing::TestWithParam<std::string> {};
-
+// and the unmount still finishes; in both placements.
 TEST_P(RbdClusterLossTest, IoFailsWithEioAndTheUnmountFinishes) {
   PVDISK_REQUIRE_FIO();
-  OwnCluster cluster;
-  ASSERT_TRUE(cluster.ok()) << cluster.start_output();
-  const std::string name = UniqueImageName("loss");
-  CreateRbdImage(cluster.conf(), name, 64 * kMiB);
-  TempDir dir;
-  Mount mount(
-      dir.MakeDir("mnt"),
-      {"--disk", "rbd:rbd/" + name + ",conf=" + cluster.conf() + ",timeout=3",
-       "--placement", GetParam()},
-      std::chrono::seconds(150));
-  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
-  BackgroundProcess fio(FioCommand(
-      mount.Path(name), {"--rw=randwrite", "--bs=4k", "--iodepth=8",
-                         "--size=32M", "--time_based", "--runtime=120"}));
-  ASSERT_TRUE(fio.started());
-  ASSERT_TRUE(WaitUntil(
-      [&] { return StatsOf(mount.mountpoint(), name)["reqs_write"] > 100; },
-      std::chrono::seconds(30)));
-  ASSERT_TRUE(cluster.Stop());
+  ASSERT_NO_FATAL_FAILURE(StartWriting(
+      "loss", 64 * kMiB,
+      {"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=32M"}, 100));
+  ASSERT_TRUE(cluster_.Stop());
 
-  // fio would run 120 s; it ends long before because a write failed.
-  ASSERT_TRUE(fio.Wait(std::chrono::seconds(60)))
+  ASSERT_TRUE(fio_->Wait(std::chrono::seconds(60)))
       << "fio still runs a minute after the cluster stopped";
-  EXPECT_NE(fio.result().exit_code, 0);
-  EXPECT_NE(fio.result().Describe().find("Input/output error"),
-            std::string::npos)
-      << fio.result().Describe();
-  DiskStats stats = StatsOf(mount.mountpoint(), name);
-  EXPECT_GT(stats["errors"], 0u);
-  CommandResult unmount = mount.Unmount(std::chrono::seconds(90));
-  EXPECT_EQ(unmount.exit_code, 0) << unmount.Describe();
-  EXPECT_FALSE(IsMounted(mount.mountpoint()));
+  ExpectEioAndACleanUnmount();
 }
 
 // The OSD hangs (SIGSTOP: its connections stay open, nothing is answered)
 // under 1 MiB writes at depth 32, more than the loopback socket buffers
-// take: the writes still fail with EIO within the disk's timeout. Worth its
-// own test because librbd writes straight from pvdisk's data pages
-// (rbd_disable_zero_copy_writes=false, src/io/rbd_image.cc) and then holds
-// a write's completion until its messenger lets go of those pages: a write
-// stuck in a connection to a hung OSD must not hold its request past the
-// timeout.
+// take: the writes still fail with EIO within the disk's timeout. A write
+// must not wait on its data being let go by a connection to a hung OSD:
+// librbd's zero-copy writes (rbd_disable_zero_copy_writes=false) do exactly
+// that, and were refused for it (docs/PERFORMANCE.md, "The device idles
+// under pvdisk"); this test failed with them.
 TEST_P(RbdClusterLossTest, WritesToAFrozenOsdFailWithinTheTimeout) {
   PVDISK_REQUIRE_FIO();
-  OwnCluster cluster;
-  ASSERT_TRUE(cluster.ok()) << cluster.start_output();
-  const std::string name = UniqueImageName("frozen");
-  CreateRbdImage(cluster.conf(), name, 256 * kMiB);
-  TempDir dir;
-  Mount mount(
-      dir.MakeDir("mnt"),
-      {"--disk", "rbd:rbd/" + name + ",conf=" + cluster.conf() + ",timeout=3",
-       "--placement", GetParam()},
-      std::chrono::seconds(150));
-  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
-  BackgroundProcess fio(FioCommand(
-      mount.Path(name), {"--rw=write", "--bs=1m", "--iodepth=32", "--size=256M",
-                         "--time_based", "--runtime=120"}));
-  ASSERT_TRUE(fio.started());
-  ASSERT_TRUE(WaitUntil(
-      [&] { return StatsOf(mount.mountpoint(), name)["reqs_write"] > 64; },
-      std::chrono::seconds(30)));
-  ASSERT_TRUE(cluster.FreezeOsd(true));
+  ASSERT_NO_FATAL_FAILURE(StartWriting(
+      "frozen", 256 * kMiB,
+      {"--rw=write", "--bs=1m", "--iodepth=32", "--size=256M"}, 64));
+  ASSERT_TRUE(cluster_.FreezeOsd(true));
   const auto frozen_at = std::chrono::steady_clock::now();
 
-  const bool ended = fio.Wait(std::chrono::seconds(60));
+  const bool ended = fio_->Wait(std::chrono::seconds(60));
   const auto took = std::chrono::steady_clock::now() - frozen_at;
-  cluster.FreezeOsd(false);
+  cluster_.FreezeOsd(false);
   ASSERT_TRUE(ended) << "fio still runs a minute after the OSD froze";
   // 3 s of timeout, plus the requests that librbd had not sent yet (each
   // waits its own 3 s) and the machine's noise.
   EXPECT_LT(took, std::chrono::seconds(20));
-  EXPECT_NE(fio.result().exit_code, 0);
-  EXPECT_NE(fio.result().Describe().find("Input/output error"),
-            std::string::npos)
-      << fio.result().Describe();
-  EXPECT_GT(StatsOf(mount.mountpoint(), name)["errors"], 0u);
-  CommandResult unmount = mount.Unmount(std::chrono::seconds(90));
-  EXPECT_EQ(unmount.exit_code, 0) << unmount.Describe();
-  EXPECT_FALSE(IsMounted(mount.mountpoint()));
+  ExpectEioAndACleanUnmount();
 }
 
 INSTANTIATE_TEST_SUITE_P(Placements, RbdClusterLossTest,
