@@ -82,19 +82,6 @@ class Answer {
   std::future<int64_t> future_ = promise_->get_future();
 };
 
-// A write as FUSE makes one (its own WriteOp, deleting itself when done).
-class AnsweredWrite final : public DiskIo::WriteOp {
- public:
-  explicit AnsweredWrite(DiskIo::Done done) : done_(std::move(done)) {}
-  void WriteDone(int64_t result) override {
-    done_(result);
-    delete this;
-  }
-
- private:
-  DiskIo::Done done_;
-};
-
 struct ReadResult {
   int64_t result = kNoAnswer;
   std::vector<uint8_t> bytes;  // what ReadDone's iovecs held
@@ -172,11 +159,13 @@ class DiskIoTest : public ::testing::TestWithParam<io::EngineKind> {
   }
 
   // Starts a write and returns at once (the caller's buffer may go then).
+  // The overload with a function wraps it in a WriteOp that deletes itself,
+  // as FUSE's own write does.
   std::unique_ptr<Answer> StartWrite(uint64_t offset,
                                      const std::vector<uint8_t>& data) {
     auto answer = std::make_unique<Answer>();
     disk_io_->Write(QueueAt(offset), offset, data.data(), data.size(),
-                    new AnsweredWrite(answer->Callback()));
+                    answer->Callback());
     return answer;
   }
   int64_t Write(uint64_t offset, const std::vector<uint8_t>& data) {
