@@ -84,17 +84,32 @@ def _is_entry(user_data):
         return False
 
 
-def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3):
+def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3,
+          in_flight=None):
     """perf script lines -> {span: [seconds, ...]} of the requests that
     started after the first `margin_s` and before the last `margin_s` of
     the trace (the steady state). Rings are told apart by who submits on
     them: `client`'s (fio) or threads named `daemon_prefix`...; a ring's
     events before its first submission are not followed (the margin covers
-    them). One pass: only the requests still open are kept."""
+    them). One pass: only the requests still open are kept.
+
+    `in_flight` (a dict, optional) receives the time, in seconds, that the
+    daemon spent with each number of image I/Os in flight, from the end of
+    the first margin to the end of the trace: whether its I/O reaches the
+    device as a steady stream or as a convoy (all or nothing)."""
     owner = {}    # ring -> "client" or "daemon", from its submissions
     started = {}  # (span, id) -> when it began
     done = {name: [] for name in SPANS}  # (began, lasted) per span
     first_ts = last_ts = None
+    images = 0        # image I/Os open now
+    images_since = 0  # since when (trace time)
+
+    def count_images(ts, change):
+        nonlocal images, images_since
+        if in_flight is not None and ts >= first_ts + margin_s:
+            begin = max(images_since, first_ts + margin_s)
+            in_flight[images] = in_flight.get(images, 0.0) + ts - begin
+        images, images_since = images + change, ts
 
     def end(key, span, ts):
         begun = started.pop(key, None)
@@ -125,6 +140,7 @@ def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3):
                 end(("held", user_data), "held", ts)
             elif who == "daemon" and op in IMAGE_OPS and user_data != WAKE_TAG:
                 started[("image", _field("req", rest))] = ts
+                count_images(ts, 1)
         elif event == "io_uring:io_uring_complete":
             who = owner.get(_field("ring", rest))
             if who == "client":
@@ -139,6 +155,7 @@ def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3):
                         started.pop(key)
                     else:
                         end(key, "image", ts)
+                    count_images(ts, -1)
                 elif result == "0" and _is_entry(_field("user_data", rest)):
                     started[("held", _field("user_data", rest))] = ts
         elif event == "fuse:fuse_request_send":
@@ -156,6 +173,20 @@ def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3):
     for name, pairs in done.items():
         spans[name] = [lasted for begun, lasted in pairs if first <= begun <= last]
     return spans
+
+
+def in_flight_shares(in_flight, bucket=4):
+    """parse()'s `in_flight` times -> [(low, high, share in %)] in buckets of
+    `bucket` I/Os, from none up to the most seen; [] if no time."""
+    total = sum(in_flight.values())
+    if total <= 0:
+        return []
+    top = max(in_flight) // bucket
+    shares = [0.0] * (top + 1)
+    for count, seconds in in_flight.items():
+        shares[count // bucket] += seconds
+    return [(i * bucket, i * bucket + bucket - 1, 100.0 * v / total)
+            for i, v in enumerate(shares)]
 
 
 def summary(values):
