@@ -94,22 +94,14 @@ def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3,
     them). One pass: only the requests still open are kept.
 
     `in_flight` (a dict, optional) receives the time, in seconds, that the
-    daemon spent with each number of image I/Os in flight, from the end of
-    the first margin to the end of the trace: whether its I/O reaches the
-    device as a steady stream or as a convoy (all or nothing)."""
+    daemon spent with each number of image I/Os in flight within the same
+    steady state: whether its I/O reaches the device as a steady stream or
+    as a convoy (all or nothing). Counted from the completed image spans,
+    so the eventfd reads (told apart only by their result) are left out."""
     owner = {}    # ring -> "client" or "daemon", from its submissions
     started = {}  # (span, id) -> when it began
     done = {name: [] for name in SPANS}  # (began, lasted) per span
     first_ts = last_ts = None
-    images = 0        # image I/Os open now
-    images_since = 0  # since when (trace time)
-
-    def count_images(ts, change):
-        nonlocal images, images_since
-        if in_flight is not None and ts >= first_ts + margin_s:
-            begin = max(images_since, first_ts + margin_s)
-            in_flight[images] = in_flight.get(images, 0.0) + ts - begin
-        images, images_since = images + change, ts
 
     def end(key, span, ts):
         begun = started.pop(key, None)
@@ -140,7 +132,6 @@ def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3,
                 end(("held", user_data), "held", ts)
             elif who == "daemon" and op in IMAGE_OPS and user_data != WAKE_TAG:
                 started[("image", _field("req", rest))] = ts
-                count_images(ts, 1)
         elif event == "io_uring:io_uring_complete":
             who = owner.get(_field("ring", rest))
             if who == "client":
@@ -155,7 +146,6 @@ def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3,
                         started.pop(key)
                     else:
                         end(key, "image", ts)
-                    count_images(ts, -1)
                 elif result == "0" and _is_entry(_field("user_data", rest)):
                     started[("held", _field("user_data", rest))] = ts
         elif event == "fuse:fuse_request_send":
@@ -172,7 +162,26 @@ def parse(lines, daemon_prefix="pvdisk", client="fio", margin_s=0.3,
     first, last = first_ts + margin_s, last_ts - margin_s
     for name, pairs in done.items():
         spans[name] = [lasted for begun, lasted in pairs if first <= begun <= last]
+    if in_flight is not None:
+        _count_in_flight(done["image"], first, last, in_flight)
     return spans
+
+
+def _count_in_flight(pairs, first, last, in_flight):
+    """Adds to `in_flight` the time within [first, last] that each number of
+    the (began, lasted) `pairs` were open at once."""
+    changes = sorted([(begun, 1) for begun, _ in pairs] +
+                     [(begun + lasted, -1) for begun, lasted in pairs])
+    open_now, since = 0, first
+    for ts, change in changes:
+        if ts > since:
+            span = min(ts, last) - since
+            if span > 0:
+                in_flight[open_now] = in_flight.get(open_now, 0.0) + span
+            since = max(since, ts)
+        open_now += change
+    if last > since:
+        in_flight[open_now] = in_flight.get(open_now, 0.0) + last - since
 
 
 def in_flight_shares(in_flight, bucket=4):

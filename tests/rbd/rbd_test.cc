@@ -328,10 +328,11 @@ TEST_P(RbdClusterLossTest, IoFailsWithEioAndTheUnmountFinishes) {
 // The OSD hangs (SIGSTOP: its connections stay open, nothing is answered)
 // under 1 MiB writes at depth 32, more than the loopback socket buffers
 // take: the writes still fail with EIO within the disk's timeout. A write
-// must not wait on its data being let go by a connection to a hung OSD:
-// librbd's zero-copy writes (rbd_disable_zero_copy_writes=false) do exactly
-// that, and were refused for it (docs/PERFORMANCE.md, "The device idles
-// under pvdisk"); this test failed with them.
+// must not wait on its data being let go by a connection to a hung OSD.
+// librbd's zero-copy writes (rbd_disable_zero_copy_writes=false), which
+// hold a write's completion until librbd is done with the caller's memory,
+// made this test fail in the inline placement and were refused
+// (docs/PERFORMANCE.md, "The device idles under pvdisk").
 TEST_P(RbdClusterLossTest, WritesToAFrozenOsdFailWithinTheTimeout) {
   PVDISK_REQUIRE_FIO();
   ASSERT_NO_FATAL_FAILURE(StartWriting(
