@@ -6,7 +6,8 @@
 // These are the functional checks of a latency model, so two of
 // them compare times. They hold with a wide margin on an idle machine; on a
 // loaded one, scheduling can only add latency, so each such measurement is
-// taken up to three times and the best attempt counts.
+// taken up to three times and the best attempt counts; the latency the
+// delay adds is measured against an undelayed disk run beside it.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -83,11 +84,19 @@ TEST_P(DelayTest, NullDiskShowsTheDelayInFioAndInTheStats) {
   PVDISK_REQUIRE_FIO();
   const std::string& frontend = GetParam();
   TempDir dir;
+  // Two images: each mount takes its image's lock.
   const std::string image = dir.Path("disk0.img");
   CreateImage(image, 64 * kMiB);
+  const std::string plain_image = dir.MakeDir("plain") + "/disk0.img";
+  CreateImage(plain_image, 64 * kMiB);
   Mount mount(dir.MakeDir("mnt"), {"--disk", image + ",delay=2000", "--engine",
                                    "null", "--frontend", frontend});
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  // The same disk without the delay: the path's own cost, measured beside
+  // each delayed run so that the host's load of the moment cancels out.
+  Mount plain(dir.MakeDir("plain_mnt"), {"--disk", plain_image, "--engine",
+                                         "null", "--frontend", frontend});
+  ASSERT_TRUE(plain.ok()) << plain.mount_result().Describe();
 
   DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
   EXPECT_EQ(stats.config["delay_us"], "2000");
@@ -103,32 +112,42 @@ TEST_P(DelayTest, NullDiskShowsTheDelayInFioAndInTheStats) {
   // thread's, and on a loaded host a few of them take milliseconds: with
   // two busy loops beside it fio's maximum was 7.5-8.1 ms, its mean 2130
   // and its median 2056-2073 us; on loaded CI hosts the mean of the best of
-  // three runs came to 2200-2310 us. So the "within 10% of 2 ms" is
-  // checked on fio's median, which such stalls do not move; the mean only
-  // for a delay applied twice (4 ms); and the stats' median, taken inside
-  // pvdisk from submission to completion, in the histogram bucket that
-  // holds 2 ms + 10% (2097 < x <= 2359.3 us; p50 is the bucket's upper
-  // bound, shown as 2360).
+  // three runs came to 2200-2310 us, and once even the best median to 2212.
+  // So the "within 10% of 2 ms" is checked on what the delay adds
+  // to fio's median over the undelayed disk's, run just before it; the
+  // mean only for a delay applied twice (4 ms); and the stats' median,
+  // taken inside pvdisk from submission to completion, in the histogram
+  // bucket that holds 2 ms + 10% (2097 < x <= 2359.3 us; p50 is the
+  // bucket's upper bound, shown as 2360).
+  const std::vector<std::string> job = {
+      "--rw=randread", "--bs=4k", "--iodepth=1", "--runtime=2", "--time_based"};
   std::optional<FioReads> best;
+  double best_added_us = 1e9;
   uint64_t best_p50 = UINT64_MAX;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    std::optional<FioReads> undelayed = RunFio(plain.Path("disk0.img"), job);
+    ASSERT_TRUE(undelayed.has_value());
     ResetStats(mount.mountpoint());
-    std::optional<FioReads> reads = RunFio(
-        mount.Path("disk0.img"), {"--rw=randread", "--bs=4k", "--iodepth=1",
-                                  "--runtime=2", "--time_based"});
+    std::optional<FioReads> reads = RunFio(mount.Path("disk0.img"), job);
     ASSERT_TRUE(reads.has_value());
     // Never early, whatever the load.
     EXPECT_GE(reads->min_us, 2000) << "a completion came before its delay";
     stats = StatsOf(mount.mountpoint(), "disk0.img");
-    if (!best || reads->median_us < best->median_us) best = reads;
+    const double added_us = reads->median_us - undelayed->median_us;
+    if (!best || added_us < best_added_us) {
+      best = reads;
+      best_added_us = added_us;
+    }
     best_p50 = std::min(best_p50, stats["lat_us_p50"]);
-    if (best->median_us <= 2200 && best->mean_us < 3000 && best_p50 <= 2360) {
+    if (best_added_us <= 2200 && best->mean_us < 3000 && best_p50 <= 2360) {
       break;
     }
   }
   EXPECT_GE(best->median_us, 2000);
-  EXPECT_LE(best->median_us, 2200)
-      << "fio's median latency, best of " << kAttempts;
+  EXPECT_GE(best_added_us, 1800) << "the delay was not applied in full";
+  EXPECT_LE(best_added_us, 2200)
+      << "fio's median latency less the undelayed disk's, best of " << kAttempts
+      << " (delayed median " << best->median_us << " us)";
   EXPECT_LT(best->mean_us, 3000) << "fio's mean latency (a delay twice?)";
   EXPECT_GE(best_p50, 2000u);
   EXPECT_LE(best_p50, 2360u)
