@@ -12,6 +12,7 @@
 #include <liburing.h>
 #include <sys/uio.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -45,6 +46,11 @@ class RingLender {
   // -1 when the ring cannot take them (then use ordinary reads and writes).
   // They stay registered until the ring closes.
   virtual int AddFixedBuffers(const std::vector<iovec>& buffers) = 0;
+  // The index of a fixed buffer of the ring that holds [data, data +
+  // length), which the lender may register on the spot (memory of its own
+  // that it lends for zero copy: the FUSE payloads); -1 when there is none
+  // (then use an ordinary read or write).
+  virtual int FixedBufferFor(const void* data, size_t length) = 0;
 };
 
 }  // namespace pvdisk::io

@@ -128,6 +128,10 @@ class UringEngine final : public IoEngine, public CqeSink {
   // An SQE, submitting what is queued to make room if the SQ is full; null if
   // even that did not free one.
   io_uring_sqe* GetSqe();
+  // The fixed buffer index for a single-buffer read or write of `bytes` at
+  // `data`: the offered buffer the request named, else one the lender has
+  // for that memory; -1 for an ordinary one.
+  int FixedIndex(const Slot& slot, const void* data, size_t bytes);
   // Queues the (rest of the) request in slot `index`. 0 or a negative errno.
   int PrepSlot(uint32_t index);
   // Queues a read on every watched eventfd that has none.
@@ -241,6 +245,17 @@ io_uring_sqe* UringEngine::GetSqe() {
   return io_uring_get_sqe(ring_);
 }
 
+int UringEngine::FixedIndex(const Slot& slot, const void* data, size_t bytes) {
+  if (slot.use_cursor) return -1;
+  if (slot.buffer_index >= 0 &&
+      fixed_buffers_.load(std::memory_order_relaxed)) {
+    return buffer_base_ + slot.buffer_index;
+  }
+  // Memory the ring's owner lends (the FUSE payloads, zero copy) may be a
+  // fixed buffer of its ring.
+  return borrowed() ? lender_->FixedBufferFor(data, bytes) : -1;
+}
+
 int UringEngine::PrepSlot(uint32_t index) {
   io_uring_sqe* sqe = GetSqe();
   if (sqe == nullptr) return -EBUSY;
@@ -255,14 +270,13 @@ int UringEngine::PrepSlot(uint32_t index) {
       if (count == 1) {
         const auto bytes = static_cast<unsigned>(
             std::min<uint64_t>(iov[0].iov_len, kMaxSingleTransfer));
-        const bool fixed = slot.buffer_index >= 0 && !slot.use_cursor &&
-                           fixed_buffers_.load(std::memory_order_relaxed);
-        if (fixed && slot.op == IoOp::kRead) {
+        const int fixed = FixedIndex(slot, iov[0].iov_base, bytes);
+        if (fixed >= 0 && slot.op == IoOp::kRead) {
           io_uring_prep_read_fixed(sqe, fd, iov[0].iov_base, bytes, offset,
-                                   buffer_base_ + slot.buffer_index);
-        } else if (fixed) {
+                                   fixed);
+        } else if (fixed >= 0) {
           io_uring_prep_write_fixed(sqe, fd, iov[0].iov_base, bytes, offset,
-                                    buffer_base_ + slot.buffer_index);
+                                    fixed);
         } else if (slot.op == IoOp::kRead) {
           io_uring_prep_read(sqe, fd, iov[0].iov_base, bytes, offset);
         } else {

@@ -331,7 +331,8 @@ bool BackendLoop::TakeRequests(uint32_t q) {
 }
 
 bool BackendLoop::InPool(const QueueState& state, const iovec& iov) const {
-  // Lent pages (lent_memory.h) are not in the registered buffer.
+  // Only the pool: lent pages (lent_memory.h) are not in it; the engine
+  // asks its ring's lender for those (io/ring_lender.h, FixedBufferFor).
   const int index = state.queue.buffer_index;
   if (index < 0 || static_cast<size_t>(index) >= buffers_.size()) return false;
   auto begin = reinterpret_cast<uintptr_t>(buffers_[index].iov_base);

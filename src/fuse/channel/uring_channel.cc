@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "base/thread.h"
+#include "fuse/channel/fixed_buffer_table.h"
 #include "fuse/protocol/abi.h"
 #include "fuse/protocol/request.h"
 
@@ -160,24 +161,13 @@ struct UringChannel::Queue final : public io::RingLender {
     if (index < sinks.size()) sinks[index] = nullptr;
   }
   int AddFixedBuffers(const std::vector<iovec>& buffers) override {
-    // A sparse table, made on first use, filled slot by slot.
-    constexpr unsigned kTableSlots = 256;
-    if (!buffer_table_made) {
-      if (io_uring_register_buffers_sparse(&uring, kTableSlots) < 0) return -1;
-      buffer_table_made = true;
-    }
-    if (buffers.size() > kTableSlots - buffers_used) return -1;
-    if (io_uring_register_buffers_update_tag(
-            &uring, buffers_used, buffers.data(), nullptr,
-            static_cast<unsigned>(buffers.size())) < 0) {
-      return -1;
-    }
-    int base = static_cast<int>(buffers_used);
-    buffers_used += static_cast<unsigned>(buffers.size());
-    return base;
+    return fixed_buffers ? fixed_buffers->AddEngineBuffers(buffers) : -1;
   }
-  bool buffer_table_made = false;
-  unsigned buffers_used = 0;
+  int FixedBufferFor(const void* data, size_t length) override {
+    return fixed_buffers ? fixed_buffers->ForPayload(data, length) : -1;
+  }
+  // Made with the ring (Run); closed with it.
+  std::unique_ptr<FixedBufferTable> fixed_buffers;
 
   // Hands a lent CQE to its sink; false if `tag` is not a lent one.
   bool RouteToSink(uint64_t tag, int32_t res) {
@@ -529,6 +519,8 @@ void UringChannel::Run(Queue* queue) {
     int ret = io_uring_queue_init_params(sq_entries, &queue->uring, &params);
     if (ret < 0) return ErrnoError(-ret, "io_uring_setup for FUSE");
     queue->ring_ready = true;
+    queue->fixed_buffers =
+        std::make_unique<FixedBufferTable>(&queue->uring, arena_);
     int files[1] = {fd_};
     ret = io_uring_register_files(&queue->uring, files, 1);
     if (ret < 0) return ErrnoError(-ret, "io_uring_register_files (/dev/fuse)");
