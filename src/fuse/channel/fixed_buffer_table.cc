@@ -49,7 +49,10 @@ int FixedBufferTable::AddEngineBuffers(const std::vector<iovec>& buffers) {
 }
 
 int FixedBufferTable::ForPayload(const void* data, size_t length) {
-  if (arena_ == nullptr || payload_refused_ || length == 0) return -1;
+  if (arena_ == nullptr || payload_refused_ || length == 0 ||
+      length > kLargestPayloadIo) {
+    return -1;
+  }
   const transport::LentMemory lent = arena_->lent();
   const auto at = reinterpret_cast<uintptr_t>(data);
   const auto begin = reinterpret_cast<uintptr_t>(lent.base);

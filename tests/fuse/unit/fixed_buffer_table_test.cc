@@ -130,19 +130,39 @@ TEST_F(FixedBufferTableTest, AnEntryGrowsWhenAnIoReachesFurther) {
   EXPECT_EQ(table_->payload_registrations(), 1u);
   // 4 KiB were registered: a READ_FIXED past them is refused by the
   // kernel, so a larger I/O needs the larger registration made here.
-  EXPECT_LT(Transfer(/*read=*/true, payload, 128 << 10, 0, index), 0);
-  EXPECT_EQ(table_->ForPayload(payload, 128 << 10), index);
+  EXPECT_LT(Transfer(/*read=*/true, payload, 48 << 10, 0, index), 0);
+  EXPECT_EQ(table_->ForPayload(payload, 48 << 10), index);
   EXPECT_EQ(table_->payload_registrations(), 2u);
-  ASSERT_EQ(Transfer(/*read=*/true, payload, 128 << 10, 0, index), 128 << 10);
-  EXPECT_EQ(std::memcmp(payload, contents_.data(), 128 << 10), 0);
-  // A smaller one after it keeps the larger registration.
+  ASSERT_EQ(Transfer(/*read=*/true, payload, 48 << 10, 0, index), 48 << 10);
+  EXPECT_EQ(std::memcmp(payload, contents_.data(), 48 << 10), 0);
+  // Registered to the next power of two (64 KiB): one within it, a smaller
+  // one too, registers nothing more.
+  EXPECT_EQ(table_->ForPayload(payload + (16 << 10), 48 << 10), index);
   EXPECT_EQ(table_->ForPayload(payload + 4096, 4096), index);
   EXPECT_EQ(table_->payload_registrations(), 2u);
-  // The whole entry, at most.
-  EXPECT_EQ(table_->ForPayload(payload, kMiB), index);
-  ASSERT_EQ(Transfer(/*read=*/true, payload, kMiB, kMiB, index),
-            static_cast<int>(kMiB));
-  EXPECT_EQ(std::memcmp(payload, contents_.data() + kMiB, kMiB), 0);
+  ASSERT_EQ(
+      Transfer(/*read=*/true, payload + (16 << 10), 48 << 10, kMiB, index),
+      48 << 10);
+  EXPECT_EQ(
+      std::memcmp(payload + (16 << 10), contents_.data() + kMiB, 48 << 10), 0);
+  // Far into the entry: registered that far.
+  EXPECT_EQ(table_->ForPayload(payload + kMiB - 4096, 4096), index);
+  EXPECT_EQ(table_->payload_registrations(), 3u);
+  ASSERT_EQ(Transfer(/*read=*/true, payload + kMiB - 4096, 4096, 4096, index),
+            4096);
+  EXPECT_EQ(std::memcmp(payload + kMiB - 4096, contents_.data() + 4096, 4096),
+            0);
+}
+
+TEST_F(FixedBufferTableTest, LargeIosStayOrdinary) {
+  // Larger than kLargestPayloadIo: no slot, nothing registered.
+  EXPECT_EQ(table_->ForPayload(Entry(0, 2),
+                               FixedBufferTable::kLargestPayloadIo + 4096),
+            -1);
+  EXPECT_EQ(table_->ForPayload(Entry(0, 2), kMiB), -1);
+  EXPECT_EQ(table_->payload_registrations(), 0u);
+  EXPECT_GE(
+      table_->ForPayload(Entry(0, 2), FixedBufferTable::kLargestPayloadIo), 0);
 }
 
 TEST_F(FixedBufferTableTest, RefusesWhatNoEntryHoldsAlone) {
