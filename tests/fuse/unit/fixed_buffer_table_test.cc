@@ -3,12 +3,14 @@
 // registered when an I/O first lands in it and enlarged when one reaches
 // further. Checked on a real io_uring: READ_FIXED and WRITE_FIXED through
 // the slots it gives move the right bytes between a file and the arena,
-// and what it refuses (memory outside the arena, a range across two
-// entries) it refuses without registering anything.
+// what it refuses (memory outside the arena, a range across two entries,
+// a large I/O) it refuses without registering anything, and what the
+// kernel refuses turns it off, never an I/O into an error.
 #include "fuse/channel/fixed_buffer_table.h"
 
 #include <fcntl.h>
 #include <liburing.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -189,6 +191,34 @@ TEST_F(FixedBufferTableTest, EngineBuffersTakeTheFirstSlotsBesideEntries) {
   // The entry's registration is still there.
   ASSERT_EQ(Transfer(/*read=*/true, Entry(0, 0), 4096, 0, payload), 4096);
   EXPECT_EQ(std::memcmp(Entry(0, 0), contents_.data(), 4096), 0);
+}
+
+TEST_F(FixedBufferTableTest, ARefusedRegistrationTurnsPayloadBuffersOff) {
+  // Pages that cannot be pinned: the kernel refuses their registration.
+  uint8_t* payload = Entry(1, 1);
+  ASSERT_EQ(mprotect(payload, 64 << 10, PROT_NONE), 0);
+  EXPECT_EQ(table_->ForPayload(payload, 4096), -1);
+  EXPECT_TRUE(table_->payload_refused());
+  ASSERT_EQ(mprotect(payload, 64 << 10, PROT_READ | PROT_WRITE), 0);
+  // Off for good, even for pages that could be: no refused system call per
+  // I/O. The engine buffers are another matter and still work.
+  EXPECT_EQ(table_->ForPayload(Entry(0, 0), 4096), -1);
+  EXPECT_EQ(table_->payload_registrations(), 0u);
+  std::vector<uint8_t> pool(4096);
+  ASSERT_EQ(table_->AddEngineBuffers({iovec{pool.data(), pool.size()}}), 0);
+  ASSERT_EQ(Transfer(/*read=*/true, pool.data(), 4096, 4096, 0), 4096);
+  EXPECT_EQ(std::memcmp(pool.data(), contents_.data() + 4096, 4096), 0);
+}
+
+TEST_F(FixedBufferTableTest, ARingThatHasATableAlreadyGetsNoSlots) {
+  // A ring whose buffer table someone else made: the table cannot make its
+  // own, and says so with -1 (ordinary I/O) rather than failing the I/O.
+  std::vector<uint8_t> theirs(4096);
+  iovec buffer{theirs.data(), theirs.size()};
+  ASSERT_EQ(io_uring_register_buffers(&ring_, &buffer, 1), 0);
+  EXPECT_EQ(table_->ForPayload(Entry(0, 0), 4096), -1);
+  EXPECT_EQ(table_->AddEngineBuffers({buffer}), -1);
+  EXPECT_EQ(table_->payload_registrations(), 0u);
 }
 
 TEST(FixedBufferTableNoArenaTest, HasNoPayloadBuffers) {
