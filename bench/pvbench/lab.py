@@ -273,12 +273,13 @@ class Lab:
     def native(self):
         return Native(self.image)
 
-    def mount(self, flags, disk=None):
+    def mount(self, flags, disk=None, pvdisk=None):
         """A new pvdisk mount of the image with these flags (or of `disk`,
-        a whole --disk argument: see PvdiskMount)."""
+        a whole --disk argument: see PvdiskMount), by the lab's build's
+        pvdisk or the program `pvdisk` (another build's)."""
         mnt = os.path.join(self.dir, "mnt%d" % len(self.targets))
-        return self._keep(PvdiskMount(self.pvdisk, self.image, mnt, flags,
-                                      disk))
+        return self._keep(PvdiskMount(pvdisk or self.pvdisk, self.image, mnt,
+                                      flags, disk))
 
     def floor(self, io="classic"):
         """A bench/fuse_floor mount as large as the image, on FUSE channel
@@ -513,9 +514,11 @@ def cli_size(text):
 
 
 def side_by_side(cases, job, rounds, runtime, name="job", jobfile=None,
-                 progress=None):
+                 progress=None, alternate=False):
     """Runs one fio job on every case, one after another, `rounds` times
-    (interleaved, so that the cases are compared side by side in time).
+    (interleaved, so that the cases are compared side by side in time);
+    with `alternate`, every other round in the reverse order (ABBA: a case
+    does not always run right after the same one).
 
     cases: list of (label, target, extra fio options). Before each run the
     target's counters are reset; after it, its totals are read. Returns
@@ -524,7 +527,8 @@ def side_by_side(cases, job, rounds, runtime, name="job", jobfile=None,
     progress(label, round, run) is called after each run."""
     runs = {label: [] for label, _, _ in cases}
     for r in range(rounds):
-        for label, target, extra in cases:
+        ordered = cases[::-1] if alternate and r % 2 == 1 else cases
+        for label, target, extra in ordered:
             target.reset()
             if hasattr(target, "run_job"):  # not fio: e.g. rbd bench
                 result = target.run_job(name, job, runtime)

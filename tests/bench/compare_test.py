@@ -5,6 +5,8 @@ JSON with every field; nothing stays mounted."""
 import glob
 import json
 import os
+import re
+import shutil
 
 import benchtest
 from pvbench import fio
@@ -79,6 +81,56 @@ class CompareTest(benchtest.OneRun):
         self.assertEqual(len(data["goals"]), 2 * len(fio.MATRIX) + 3)
         for goal in data["goals"]:
             self.assertIn(goal["met"], (True, False), goal["what"])
+
+
+class CompareBaseBuildTest(benchtest.OneRun):
+    """--base-build: a second build's pvdisk (here a copy of this one in the
+    scratch folder) as target pvdisk-base beside pvdisk, a vs_base column,
+    and rounds that alternate their order (ABBA)."""
+
+    @classmethod
+    def start(cls, scratch):
+        cls.base = os.path.join(scratch.dir, "base")
+        os.makedirs(cls.base)
+        shutil.copy2(os.path.join(benchtest.build_dir(), "pvdisk"), cls.base)
+        result = scratch.run("compare", "--runtime", "1", "--rounds", "2",
+                             "--image-size", "64M", "--jobs", "rr4k_qd32",
+                             "--targets", "native,pvdisk,pvdisk-base",
+                             "--base-build", cls.base, "--out", scratch.out)
+        found = glob.glob(os.path.join(scratch.out, "compare-*.json"))
+        cls.json_path = found[0] if len(found) == 1 else None
+        return result
+
+    def test_rows_and_ratios(self):
+        with open(self.json_path) as f:
+            data = json.load(f)
+        rows = {r["target"]: r for r in data["rows"]}
+        self.assertEqual(list(rows), ["native", "pvdisk", "pvdisk-base"])
+        self.assertEqual(data["targets"]["pvdisk-base"]["program"],
+                         os.path.join(self.base, "pvdisk"))
+        self.assertEqual(data["targets"]["pvdisk"]["program"],
+                         os.path.join(benchtest.build_dir(), "pvdisk"))
+        self.assertEqual(data["targets"]["pvdisk-base"]["config"],
+                         data["targets"]["pvdisk"]["config"])
+        self.assertEqual(rows["pvdisk-base"]["vs_base"], 1.0)
+        pvdisk = rows["pvdisk"]
+        per_round = sorted(a["iops"] / b["iops"] for a, b in
+                           zip(pvdisk["rounds"], rows["pvdisk-base"]["rounds"]))
+        self.assertAlmostEqual(pvdisk["vs_base"], sum(per_round) / 2, places=6)
+        self.assertIsNone(rows["native"]["vs_base"])
+        self.assertGreater(rows["pvdisk-base"]["counters"]["fuse_reads"], 0)
+        header = [l for l in self.result.stdout.splitlines()
+                  if l.startswith("| job |")]
+        self.assertEqual(len(header), 1)
+        self.assertIn("| vs_native | vs_base | vs_qsd |", header[0])
+        self.assertIn("pvdisk-base (pvdisk mount (no flags); %s/pvdisk)"
+                      % self.base, self.result.stdout)
+
+    def test_rounds_alternate_their_order(self):
+        runs = re.findall(r"round (\d) (\S+):", self.result.stderr)
+        self.assertEqual(runs, [("1", "native"), ("1", "pvdisk"),
+                                ("1", "pvdisk-base"), ("2", "pvdisk-base"),
+                                ("2", "pvdisk"), ("2", "native")])
 
 
 if __name__ == "__main__":

@@ -22,6 +22,11 @@ BAD = [
     ("compare", ["--pvdisk-flags", "'unclosed"], "--pvdisk-flags"),
     ("compare", ["--no-such-option"], "--no-such-option"),
     ("compare", ["--build", "/nonexistent"], "make build"),
+    ("compare", ["--base-build", "/nonexistent"], "build-pvdisk"),
+    ("compare", ["--targets", "native,pvdisk-base"], "without --base-build"),
+    ("compare", ["--base-build", "BUILD", "--targets", "native,pvdisk"],
+     "leaves out pvdisk-base"),
+    ("compare", ["--base-build", "BUILD", "--rbd"], "only without --rbd"),
     ("compare", ["--pvdisk-flags=--queues 0", "--image-size", "16M"], "--queues"),
     ("experiments", ["--only", "queues,latency"], "latency"),
     ("experiments", ["--runtime", "-1"], "--runtime"),
@@ -57,6 +62,8 @@ class FailuresTest(unittest.TestCase):
 
     def test_bad_options(self):
         for tool, args, words in BAD:
+            # BUILD: a real build directory (a base build that exists).
+            args = [benchtest.build_dir() if a == "BUILD" else a for a in args]
             with self.subTest(tool=tool, args=args):
                 result = self.scratch.run(tool, *args, "--out", self.scratch.out)
                 self.assert_refused(result, tool, words)
