@@ -79,6 +79,25 @@ class FailuresTest(unittest.TestCase):
                                   env=self.scratch.env(PATH=bin_dir))
         self.assert_refused(result, "compare", "qemu-storage-daemon not found")
 
+    def test_base_build_that_refuses_the_flags(self):
+        """A base build whose pvdisk refuses the mount (as an older build
+        refuses a flag it does not know): one line naming the base build,
+        exit 2, the pvdisk mount made before it taken down."""
+        base = os.path.join(self.scratch.dir, "old")
+        os.makedirs(base)
+        program = os.path.join(base, "pvdisk")
+        with open(program, "w") as f:
+            f.write("#!/bin/sh\necho 'pvdisk: unknown flag --fuse-spread' >&2\n"
+                    "exit 2\n")
+        os.chmod(program, 0o755)
+        result = self.scratch.run(
+            "compare", "--base-build", base, "--image-size", "16M",
+            "--targets", "native,pvdisk,pvdisk-base", "--jobs", "rr4k_qd1",
+            "--pvdisk-flags=--fuse-spread on", "--out", self.scratch.out)
+        self.assert_refused(result, "compare",
+                            "pvdisk-base (--base-build %s)" % base)
+        self.assertIn("unknown flag --fuse-spread", result.stderr)
+
     def test_interrupt_cleans_up(self):
         """SIGINT during the first fio run: exit 130, everything unmounted,
         qemu-storage-daemon and fuse_floor stopped, the temp dir removed."""
