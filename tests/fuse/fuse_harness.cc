@@ -757,12 +757,15 @@ void CreateImage(const std::string& path, uint64_t size_bytes) {
 
 std::vector<std::string> FioCommand(const std::string& file,
                                     const std::vector<std::string>& extra) {
+  // --verify_state_save=0: a verify job that fails would leave its state
+  // file in the working directory, which tests running in parallel share.
   std::vector<std::string> argv = {"fio",
                                    "--name=pvdisk",
                                    "--filename=" + file,
                                    "--ioengine=io_uring",
                                    "--direct=1",
-                                   "--group_reporting"};
+                                   "--group_reporting",
+                                   "--verify_state_save=0"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }
