@@ -53,9 +53,10 @@ run: build-pvdisk
 
 # The ctest tests fuzz.NAME run the fuzzing tree's targets a few seconds each.
 # ctest runs CTEST_JOBS tests at a time: most of a FUSE test's time is
-# waiting (mounts, fio's start-up), so 4 on 2 CPUs take ~40% of the serial
-# time. The tests that time or count what a CPU does are marked RUN_SERIAL
-# and run alone (tests/fuse/CMakeLists.txt, tests/rbd/, tests/bench/).
+# waiting (mounts, fio's start-up); on 2 CPUs the whole run took 628 s at 4
+# against 985 s one at a time without the fuzz tests (docs/PERFORMANCE.md).
+# The tests that time or count what a CPU does are marked RUN_SERIAL and run
+# alone (tests/fuse/CMakeLists.txt, tests/rbd/, tests/bench/).
 test: build fuzz-build
 	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 600 -j $(CTEST_JOBS)
 
