@@ -20,7 +20,7 @@ ARGS ?=
 FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build build-pvdisk run test format clean fuzz fuzz-build
+.PHONY: all deps build build-pvdisk run test ctest-jobs format clean fuzz fuzz-build
 .PHONY: bench bench-micro bench-compare bench-experiments
 
 all: build
@@ -57,8 +57,15 @@ run: build-pvdisk
 # against 985 s one at a time without the fuzz tests (docs/PERFORMANCE.md).
 # The tests that time or count what a CPU does are marked RUN_SERIAL and run
 # alone (tests/fuse/CMakeLists.txt, tests/rbd/, tests/bench/).
-test: build fuzz-build
+test: ctest-jobs build fuzz-build
 	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 600 -j $(CTEST_JOBS)
+
+# ctest takes any -j value silently (a word runs one test at a time): check
+# CTEST_JOBS before anything is built.
+ctest-jobs:
+	@case "$(CTEST_JOBS)" in ''|*[!0-9]*|0) \
+	  echo "make test: CTEST_JOBS must be a whole number of tests at a time, 1 or more (got '$(CTEST_JOBS)')" >&2; \
+	  exit 2;; esac
 
 format:
 	@find src tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
