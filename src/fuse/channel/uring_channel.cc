@@ -126,7 +126,8 @@ struct UringChannel::Queue final : public io::RingLender {
   uint32_t with_handler = 0;  // entries handed out, not yet committed
   uint32_t held_units = 0;    // what their requests weigh (SpreadUnits)
 
-  uint32_t spread_turn = 0;  // which of the replies at depth move away
+  uint32_t spread_turn = 0;       // which of the replies at depth move away
+  bool stop_taking_seen = false;  // counted in stop_taking_seen_ (owner only)
 
   // Answers made on other threads.
   std::mutex mu;
@@ -374,7 +375,27 @@ void UringChannel::RunWithoutFuse() {
 }
 
 void UringChannel::StopTaking() {
-  stop_taking_.store(true, std::memory_order_release);
+  stop_taking_.store(true, std::memory_order_seq_cst);
+  std::unique_lock<std::mutex> lock(start_mu_);
+  // Not begun: a thread that begins later (go_ is set under this mutex)
+  // reads the flag after we set it.
+  if (!go_) return;
+  lock.unlock();
+  // A thread asleep in io_uring_enter ends its round on the wake.
+  for (auto& queue : queues_) {
+    if (queue->wake_fd >= 0) queue->Wake();
+  }
+  lock.lock();
+  start_cv_.wait(lock, [&] { return stop_taking_seen_ == queues_.size(); });
+}
+
+void UringChannel::NoteStopTakingSeen(Queue* queue, bool ended) {
+  if (queue->stop_taking_seen) return;
+  if (!ended && !stop_taking_.load(std::memory_order_seq_cst)) return;
+  queue->stop_taking_seen = true;
+  std::lock_guard<std::mutex> lock(start_mu_);
+  ++stop_taking_seen_;
+  start_cv_.notify_all();
 }
 
 void UringChannel::Stop() {
@@ -574,6 +595,7 @@ void UringChannel::Run(Queue* queue) {
       queue->companion_attached ? queue->companion.get() : nullptr;
   if (!setup.ok() || stop_.load(std::memory_order_acquire)) {
     if (companion) companion->Detach();
+    NoteStopTakingSeen(queue, /*ended=*/true);
     return;
   }
 
@@ -696,8 +718,12 @@ void UringChannel::Run(Queue* queue) {
     }
     io_uring_cq_advance(&queue->uring, seen);
     affinity.Round(at_once);
+    // Every request this round took has reached the Session; from the next
+    // round on, a thread that saw the flag parks what comes.
+    NoteStopTakingSeen(queue, /*ended=*/false);
     if (stop_.load(std::memory_order_acquire)) stopping = true;
   }
+  NoteStopTakingSeen(queue, /*ended=*/true);
   if (companion) companion->Detach();
   current_queue = nullptr;
 }

@@ -103,6 +103,12 @@ class UringChannel final : public protocol::ReplySink {
   void RunWithoutFuse();
   // From now on, requests that arrive are left unanswered (the kernel ends
   // them when the mount goes); requests already taken are still answered.
+  // Returns once no queue thread can hand the Session another request: each
+  // has finished the round in which it may have read the flag before it was
+  // set (or has not begun, or has ended). Only then may the caller wait for
+  // what is in flight to end: a request a thread took just before the flag
+  // and handed on just after a drain had found nothing in flight was
+  // submitted to stopped queues and never answered (the unmount hung).
   void StopTaking();
   // Waits until every request taken has been answered and committed, then
   // stops the threads and closes the rings.
@@ -118,6 +124,9 @@ class UringChannel final : public protocol::ReplySink {
  private:
   struct Queue;
   void Run(Queue* queue);
+  // On `queue`'s thread, between rounds or as it ends: counts it towards
+  // StopTaking's wait once it has seen stop_taking_ (or `ended`).
+  void NoteStopTakingSeen(Queue* queue, bool ended);
   // On the holder's thread, for a reply it makes to an entry of `owner`:
   // the queue thread to hand the entry to, or null to commit it here.
   Queue* SpreadTarget(Queue& holder, const Queue& owner);
@@ -142,6 +151,9 @@ class UringChannel final : public protocol::ReplySink {
   absl::Status setup_error_;   // the first setup error
   bool go_ = false;            // Register(), RunWithoutFuse() or Stop() called
   bool register_fuse_ = true;  // false after RunWithoutFuse()
+  // Queue threads that will hand the Session no further request (they have
+  // seen stop_taking_ between two rounds, or ended): StopTaking waits for all.
+  uint32_t stop_taking_seen_ = 0;
 };
 
 }  // namespace pvdisk::fuse::channel
