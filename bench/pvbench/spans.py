@@ -25,8 +25,11 @@ request outside its I/O, image - device the image I/O outside the device
 Tracing costs time at every event (a few hundred ns here), so the spans
 are longer and the IOPS lower than untraced: compare the shares, and
 targets traced in the same run."""
+import contextlib
 import os
 import re
+import subprocess
+import sys
 
 from . import BenchError
 
@@ -34,6 +37,52 @@ EVENTS = ["io_uring:io_uring_submit_req", "io_uring:io_uring_complete",
           "fuse:fuse_request_send", "fuse:fuse_request_end"]
 
 SPANS = ["fio", "fuse", "held", "image"]
+
+# Where the kernel lists its tracepoints: tracefs, or its older place under
+# debugfs.
+TRACEFS = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+
+
+def _tracefs_in_kernel():
+    with open("/proc/filesystems") as f:
+        return any(line.split()[-1:] == ["tracefs"] for line in f)
+
+
+@contextlib.contextmanager
+def tracepoints(log=sys.stderr):
+    """The events directory of a mounted tracefs holding EVENTS, for the
+    run. A kernel that has tracefs where nothing mounted it (a Debian VM
+    without systemd's sys-kernel-tracing.mount) gets it mounted on
+    /sys/kernel/tracing for the run and unmounted after (root only, as
+    perf -a is). A kernel without tracefs or without the tracepoints: a
+    BenchError (status 2) naming what is missing."""
+    events = next((os.path.join(d, "events") for d in TRACEFS
+                   if os.path.isdir(os.path.join(d, "events"))), None)
+    mounted = None
+    if events is None:
+        if not _tracefs_in_kernel():
+            raise BenchError("this kernel has no tracefs (not in "
+                             "/proc/filesystems): no tracepoints to trace", 2)
+        done = subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS[0]],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BenchError("tracefs is not mounted and mounting it on %s "
+                             "failed: %s" % (TRACEFS[0],
+                                             done.stderr.strip()), 2)
+        mounted = TRACEFS[0]
+        events = os.path.join(mounted, "events")
+        print("spans: mounted tracefs on %s for this run" % mounted, file=log)
+    try:
+        missing = [e for e in EVENTS
+                   if not os.path.isdir(os.path.join(events, *e.split(":")))]
+        if missing:
+            raise BenchError("this kernel has no %s tracepoint (under %s): "
+                             "the fuse ones came in Linux 6.11"
+                             % (", ".join(missing), events), 2)
+        yield events
+    finally:
+        if mounted:
+            subprocess.run(["umount", mounted], capture_output=True)
 
 # pvdisk's I/O on the image: these io_uring operations on its rings.
 IMAGE_OPS = {"READ", "WRITE", "READV", "WRITEV", "READ_FIXED", "WRITE_FIXED"}

@@ -107,6 +107,12 @@ class BadInputTest(unittest.TestCase):
             scratch.close()
 
 
+def tracefs_mounts():
+    """Where tracefs is mounted now."""
+    with open("/proc/self/mounts") as f:
+        return {line.split()[1] for line in f if line.split()[2] == "tracefs"}
+
+
 class EndToEndTest(benchtest.OneRun):
     @classmethod
     def start(cls, scratch):
@@ -115,8 +121,10 @@ class EndToEndTest(benchtest.OneRun):
             why.append("not root (perf -a on tracepoints)")
         if not shutil.which("perf"):
             why.append("perf not found")
-        if not os.path.isdir("/sys/kernel/tracing/events/fuse"):
-            why.append("no fuse tracepoints")
+        # bench/spans mounts tracefs for its run where nothing did.
+        with open("/proc/filesystems") as f:
+            if "tracefs" not in f.read():
+                why.append("no tracefs in this kernel")
         if not shutil.which("fio"):
             why.append("fio not found")
         if not os.access("/dev/fuse", os.R_OK | os.W_OK):
@@ -125,13 +133,16 @@ class EndToEndTest(benchtest.OneRun):
             why.append("pvdisk not built in %s" % benchtest.build_dir())
         if why:
             raise unittest.SkipTest("; ".join(why))
+        cls.tracefs_before = tracefs_mounts()
         cls.json_path = os.path.join(scratch.dir, "spans.json")
         return scratch.run("spans", "--runtime", "1.5", "--image-size", "64M",
                            "--jobs", "rr4k_qd32", "--json", cls.json_path)
 
     def left_behind(self):
-        # perf's trace goes to /dev/shm, removed after each run.
-        return glob.glob("/dev/shm/pvdisk-spans-*")
+        # perf's trace goes to /dev/shm, removed after each run; a tracefs
+        # the tool mounted for its run is unmounted after it.
+        return glob.glob("/dev/shm/pvdisk-spans-*") + sorted(
+            tracefs_mounts() - self.tracefs_before)
 
     def test_prints_where_the_time_goes(self):
         self.assertIn("| pvdisk: where a request's time goes | us | share |",
