@@ -233,7 +233,10 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   const std::string& mountpoint = parsed.positional[0];
   struct stat st;
   if (stat(mountpoint.c_str(), &st) != 0) {
-    if (errno == ENOTCONN) {
+    // A dead FUSE mount answers ENOTCONN, or ECONNABORTED / ECANCELED while
+    // the kernel is still tearing its connection (or its uring queues)
+    // down (seen right after the daemon was killed).
+    if (errno == ENOTCONN || errno == ECONNABORTED || errno == ECANCELED) {
       return absl::InvalidArgumentError(absl::StrCat(
           "mountpoint ", mountpoint,
           " is a FUSE mount whose daemon is gone; run 'fusermount3 -u ",
