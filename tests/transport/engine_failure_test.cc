@@ -65,7 +65,14 @@ TEST_P(EngineFailureTest, RequestsFailWithEioThenTheDiskServesAgain) {
   }
   EXPECT_GE(failed, 1) << "the failure reached no caller";
   EXPECT_EQ(Get(Counter::engine_restarts), 1u);
-  EXPECT_EQ(Get(Counter::errors), static_cast<uint64_t>(failed));
+  // `errors` counts failed ring requests; a failed request that merged
+  // several writes fails each of them (under load the burst merges: CI saw
+  // 64 errors for 74 failed writes). So between the two: at least one
+  // write per failed request, at most one more per merge.
+  EXPECT_GE(Get(Counter::errors), 1u);
+  EXPECT_LE(Get(Counter::errors), static_cast<uint64_t>(failed));
+  EXPECT_LE(static_cast<uint64_t>(failed),
+            Get(Counter::errors) + Get(Counter::merges_write));
   EXPECT_EQ(Get(Counter::inflight), 0u);
 
   // The disk serves again: every block written now reads back, through the
