@@ -72,7 +72,7 @@ std::vector<std::string> RandomReadJob(int iodepth, int seconds,
 // on pvdisk's inline path wakes on a timer, so those reads waited on the
 // kernel (the image's disk or the CPUs), not on a lost wake-up, which
 // would have hung fio.
-std::vector<std::string> RandomReadsJob(int iodepth, int count) {
+std::vector<std::string> FixedCountRandomReadJob(int iodepth, int count) {
   return {"--rw=randread", "--bs=4k", "--iodepth=" + std::to_string(iodepth),
           "--size=64M", "--io_size=" + std::to_string(count * 4) + "k"};
 }
@@ -422,7 +422,7 @@ TEST_P(NotifyTest, EventIndexesSuppressNotifications) {
   ExpectHealthy(StatsOf(mount.mountpoint(), "disk0.img"));
 
   ResetStats(mount.mountpoint());
-  CommandResult fio = RunFio(mount, RandomReadsJob(32, 4096));
+  CommandResult fio = RunFio(mount, FixedCountRandomReadJob(32, 4096));
   EXPECT_EQ(fio.exit_code, 0) << fio.Describe();
   DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
   EXPECT_EQ(stats.config["notify"], notify);
@@ -471,7 +471,7 @@ TEST_P(ThreadingTest, VerifiesAndCountsInterrupts) {
 
   ExpectFioClean(RunFio(mount, VerifyJob("4k", "32M")));
   ResetStats(mount.mountpoint());
-  CommandResult fio = RunFio(mount, RandomReadsJob(32, 4096));
+  CommandResult fio = RunFio(mount, FixedCountRandomReadJob(32, 4096));
   EXPECT_EQ(fio.exit_code, 0) << fio.Describe();
   DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
   if (flag == "irq") {

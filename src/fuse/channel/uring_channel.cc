@@ -385,8 +385,11 @@ void UringChannel::StopTaking() {
   for (auto& queue : queues_) {
     if (queue->wake_fd >= 0) queue->Wake();
   }
+  // Counted before waiting: Stop() clears queues_ (a caller that gives up
+  // on this wait may call it from another thread).
+  const size_t queues = queues_.size();
   lock.lock();
-  start_cv_.wait(lock, [&] { return stop_taking_seen_ == queues_.size(); });
+  start_cv_.wait(lock, [&] { return stop_taking_seen_ == queues; });
 }
 
 void UringChannel::NoteStopTakingSeen(Queue* queue, bool ended) {
