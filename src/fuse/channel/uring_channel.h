@@ -24,8 +24,9 @@
 // reply into the entry's own buffers (the entry is ours until committed),
 // then appends the entry to the queue's locked commit list and wakes the
 // owner through an eventfd that its ring watches, only if no wake-up is
-// pending already. Replies made on the owner thread (synchronous handlers)
-// are committed directly, batched into the next io_uring_enter.
+// pending already. Replies made on the owner thread (synchronous handlers,
+// and the inline placement's) are committed directly, batched into the next
+// io_uring_enter; one that carries 64 KiB of data or more goes at once.
 //
 // Spreading (`spread`, --fuse-spread; the inline placement): the kernel
 // finds a COMMIT_AND_FETCH's entry by the queue id and commit id it
