@@ -37,7 +37,7 @@ constexpr size_t kHeaderBytes = 512;  // one fuse_uring_req_header, padded
 // then holds one large request where it could hold several. Measured with
 // fio 128 KiB sequential reads at iodepth 8 on vda: committed at the end of
 // the round, the device saw ~490 KiB requests at a depth of 1.1 (2.8 merges
-// per request); committed at once, ~170 KiB at a depth of 3.4, and 1.2-1.5x
+// per request); committed at once, ~170 KiB at a depth of 3.4, and 1.2-1.6x
 // the IOPS. 32 KiB reads at iodepth 16 did not move either way
 // (docs/PERFORMANCE.md, "Large replies committed at once").
 constexpr size_t kCommitAtOnceBytes = 64 << 10;
