@@ -9,8 +9,14 @@
 // machine; bench/compare runs it beside pvdisk --engine null, as `floor`
 // (classic channel) and `floor-uring`.
 //
-// usage: fuse_floor MOUNTPOINT SIZE_BYTES [classic|uring [QUEUE_DEPTH]]
+// With IMAGE (uring only) it serves that file instead of zeros, each queue
+// thread reading and writing it on its own FUSE ring (floor_disk.h): what
+// FUSE over io_uring leaves of native fio on a real disk, bench/compare's
+// `floor-disk`.
+//
+// usage: fuse_floor MOUNTPOINT SIZE_BYTES [classic|uring [QUEUE_DEPTH [IMAGE]]]
 //        (foreground; ends on unmount, SIGTERM or SIGINT)
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,8 +24,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
+#include "floor_disk.h"
 #include "fuse/channel/server.h"
 #include "fuse/channel/uring_support.h"
 #include "fuse/protocol/abi.h"
@@ -41,7 +49,9 @@ char g_zeros[protocol::kMaxWrite];
 
 class FloorHandler final : public protocol::Handler {
  public:
-  explicit FloorHandler(uint64_t size) : size_(size) {}
+  // `disk` (may be null: zeros): the image that reads and writes go to.
+  FloorHandler(uint64_t size, pvdisk::bench::FloorDisk* disk)
+      : size_(size), disk_(disk) {}
 
   void Lookup(const Request& request, Reply reply) override {
     if (request.nodeid != abi::kRootId || request.name != kDiskName) {
@@ -61,6 +71,7 @@ class FloorHandler final : public protocol::Handler {
         0, abi::kFopenDirectIo | abi::kFopenParallelDirectWrites));
   }
   void Read(const Request& request, Reply reply) override {
+    if (disk_ != nullptr) return disk_->Read(request, size_, std::move(reply));
     uint64_t count =
         request.offset >= size_
             ? 0
@@ -68,6 +79,7 @@ class FloorHandler final : public protocol::Handler {
     reply.Bytes(g_zeros, static_cast<size_t>(count));
   }
   void Write(const Request& request, Reply reply) override {
+    if (disk_ != nullptr) return disk_->Write(request, size_, std::move(reply));
     reply.Struct(
         protocol::WriteOut(static_cast<uint32_t>(request.data.size())));
   }
@@ -92,19 +104,21 @@ class FloorHandler final : public protocol::Handler {
   }
 
   const uint64_t size_;
+  pvdisk::bench::FloorDisk* const disk_;
 };
 
 int Usage() {
   std::fprintf(stderr,
                "usage: fuse_floor MOUNTPOINT SIZE_BYTES [classic|uring "
-               "[QUEUE_DEPTH]] (SIZE_BYTES > 0)\n");
+               "[QUEUE_DEPTH [IMAGE]]] (SIZE_BYTES > 0; IMAGE: uring only, "
+               "at least SIZE_BYTES long)\n");
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3 || argc > 5) return Usage();
+  if (argc < 3 || argc > 6) return Usage();
   char* end = nullptr;
   uint64_t size = std::strtoull(argv[2], &end, 10);
   if (size == 0 || *end != '\0') return Usage();
@@ -118,7 +132,7 @@ int main(int argc, char** argv) {
     if (!io.ok() || *io == channel::FuseIo::kAuto) return Usage();
     options.fuse_io = *io;
   }
-  if (argc == 5) {
+  if (argc >= 5) {
     unsigned long depth = std::strtoul(argv[4], &end, 10);
     if (depth == 0 || depth > channel::kMaxUringQueueDepth || *end != '\0') {
       return Usage();
@@ -134,7 +148,34 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  FloorHandler handler(size);
+  std::unique_ptr<pvdisk::bench::FloorDisk> disk;
+  if (argc == 6) {
+    if (options.fuse_io != channel::FuseIo::kUring) {
+      std::fprintf(stderr, "fuse_floor: an IMAGE needs the uring channel\n");
+      return 2;
+    }
+    int fd = open(argv[5], O_RDWR | O_DIRECT | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+      std::fprintf(stderr, "fuse_floor: %s: %s\n", argv[5], strerror(errno));
+      return 2;
+    }
+    if (static_cast<uint64_t>(st.st_size) < size) {
+      std::fprintf(
+          stderr, "fuse_floor: %s is %llu bytes, less than SIZE_BYTES (%llu)\n",
+          argv[5], static_cast<unsigned long long>(st.st_size),
+          static_cast<unsigned long long>(size));
+      return 2;
+    }
+    disk = std::make_unique<pvdisk::bench::FloorDisk>(fd, options.queue_depth);
+    options.companion = [&disk](uint32_t qid) {
+      return disk->MakeCompanion(qid);
+    };
+    options.companion_sq_entries = options.queue_depth;
+    // As pvdisk's inline placement runs its queue threads.
+    options.spread_entries = true;
+  }
+  FloorHandler handler(size, disk.get());
   absl::Status served = channel::Serve(options, &handler, {});
   if (!served.ok()) {
     std::fprintf(stderr, "fuse_floor: %s\n",

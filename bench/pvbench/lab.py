@@ -165,15 +165,24 @@ class FuseFloor(Target):
     reads, writes acknowledged, answered inline by the channel thread that
     read them) with pvdisk's FUSE settings, on channel `io` (classic or
     uring). What FUSE alone costs on this machine: the ceiling for pvdisk
-    --engine null. No counters."""
+    --engine null. With `image` (uring only) it serves that file instead,
+    each queue thread reading and writing it on its own FUSE ring with
+    O_DIRECT: FUSE over io_uring with no transport, the ceiling for pvdisk
+    on that image. No counters."""
     kind = "floor"
+    # fuse_floor's queue depth when it serves an image (pvdisk's default).
+    IMAGE_QUEUE_DEPTH = 128
 
-    def __init__(self, program, mnt, size, io="classic"):
+    def __init__(self, program, mnt, size, io="classic", image=None):
         self.mnt = os.path.abspath(mnt)
         self.io = io
+        self.image = image
         os.makedirs(self.mnt, exist_ok=True)
         self.file = os.path.join(self.mnt, "disk")
-        self.process = subprocess.Popen([program, self.mnt, str(size), io],
+        cmd = [program, self.mnt, str(size), io]
+        if image:
+            cmd += [str(self.IMAGE_QUEUE_DEPTH), os.path.abspath(image)]
+        self.process = subprocess.Popen(cmd,
                                         stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True)
         if not wait_until(lambda: mounted_under(self.mnt)
@@ -281,12 +290,14 @@ class Lab:
         return self._keep(PvdiskMount(pvdisk or self.pvdisk, self.image, mnt,
                                       flags, disk))
 
-    def floor(self, io="classic"):
+    def floor(self, io="classic", serve_image=False):
         """A bench/fuse_floor mount as large as the image, on FUSE channel
-        `io` (classic or uring)."""
+        `io` (classic or uring); with `serve_image` (uring) serving the
+        image itself rather than zeros."""
         program = os.path.join(self.build, "bench", "targets", "fuse_floor")
         mnt = os.path.join(self.dir, "floor%d" % len(self.targets))
-        return self._keep(FuseFloor(program, mnt, self.size, io))
+        return self._keep(FuseFloor(program, mnt, self.size, io,
+                                    self.image if serve_image else None))
 
     def qsd(self):
         """A qemu-storage-daemon FUSE export of the image."""

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/compare end to end, briefly: 1 s per run, one round, a 64 MiB image,
-all nine targets and all six jobs. Every row is printed and lands in valid
+all ten targets and all six jobs. Every row is printed and lands in valid
 JSON with every field; nothing stays mounted."""
 import glob
 import json
@@ -12,13 +12,13 @@ import benchtest
 from pvbench import fio
 
 TARGETS = ["native", "pvdisk", "pvdisk-thread", "pvdisk-classic", "null",
-           "null-uring", "qsd", "floor", "floor-uring"]
+           "null-uring", "qsd", "floor", "floor-uring", "floor-disk"]
 PVDISK_TARGETS = ["pvdisk", "pvdisk-thread", "pvdisk-classic", "null",
                   "null-uring"]
 COLUMNS = ["job", "target", "iops", "mib_s", "mean_us", "p99_us", "vs_native",
-           "vs_qsd", "ring_reqs_per_fuse", "avg_req_kib", "kicks_per_req",
+           "vs_qsd", "vs_floor_disk", "ring_reqs_per_fuse", "avg_req_kib", "kicks_per_req",
            "irqs_per_req", "inflight_max", "cpu_busy_pct", "cpu_us_per_io"]
-PVDISK_ONLY = ["vs_qsd", "ring_reqs_per_fuse", "avg_req_kib", "kicks_per_req",
+PVDISK_ONLY = ["vs_qsd", "vs_floor_disk", "ring_reqs_per_fuse", "avg_req_kib", "kicks_per_req",
                "irqs_per_req", "inflight_max"]
 
 

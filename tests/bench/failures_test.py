@@ -119,8 +119,9 @@ class FailuresTest(unittest.TestCase):
 
     def targets_up(self):
         """pvdisk, pvdisk-thread, pvdisk-classic, null, null-uring, qsd,
-        floor and floor-uring are all mounted in the tool's temp dir."""
-        return len(benchtest.lab.mounted_under(self.scratch.tmp)) == 8
+        floor, floor-uring and floor-disk are all mounted in the tool's temp
+        dir."""
+        return len(benchtest.lab.mounted_under(self.scratch.tmp)) == 9
 
 
 if __name__ == "__main__":

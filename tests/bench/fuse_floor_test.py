@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""bench/fuse_floor serving an image (bench/compare's floor-disk): what a
+reader of the mount sees is the image, what it writes lands in the image,
+fio's crc32c verification passes through it, and bad arguments are refused
+with status 2 and nothing mounted. Needs FUSE over io_uring (else skipped)."""
+import mmap
+import os
+import subprocess
+import unittest
+
+import benchtest
+from pvbench import lab
+
+SIZE = 16 << 20
+
+
+def floor_program():
+    return os.path.join(benchtest.build_dir(), "bench", "targets", "fuse_floor")
+
+
+class FloorDiskTest(unittest.TestCase):
+    def setUp(self):
+        self.scratch = benchtest.Scratch()
+        self.image = os.path.join(self.scratch.dir, "img")
+        with open(self.image, "wb") as f:
+            f.write(os.urandom(SIZE))
+        self.mnt = os.path.join(self.scratch.dir, "mnt")
+        os.makedirs(self.mnt)
+        self.process = None
+
+    def tearDown(self):
+        if self.process is not None and self.process.poll() is None:
+            subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.process is not None:
+            self.process.stderr.close()
+        self.scratch.close()
+
+    def start(self, *extra):
+        """fuse_floor MNT SIZE uring 32 IMAGE, mounted."""
+        self.process = subprocess.Popen(
+            [floor_program(), self.mnt, str(SIZE), "uring", "32", self.image] +
+            list(extra), stderr=subprocess.PIPE, text=True)
+        self.assertTrue(lab.wait_until(
+            lambda: lab.mounted_under(self.mnt) or self.process.poll() is not None,
+            5))
+        if self.process.poll() is not None:  # ended: say why
+            self.fail("fuse_floor did not mount: " + self.process.stderr.read())
+
+    def stop(self):
+        """Unmounting ends the server with status 0."""
+        subprocess.run(["fusermount3", "-u", self.mnt], check=True)
+        self.assertEqual(self.process.wait(timeout=10), 0)
+        self.assertEqual(lab.mounted_under(self.scratch.dir), [])
+
+    @staticmethod
+    def read_direct(path, offset, length):
+        """`length` bytes at `offset`, read with O_DIRECT into an aligned
+        buffer."""
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        try:
+            buf = mmap.mmap(-1, length)  # page-aligned, as O_DIRECT wants
+            done = os.preadv(fd, [buf], offset)
+            return bytes(buf[:done])
+        finally:
+            os.close(fd)
+
+    def test_reads_are_the_image(self):
+        self.start()
+        disk = os.path.join(self.mnt, "disk")
+        with open(self.image, "rb") as f:
+            want = f.read()
+        for offset, length in ((0, 4096), (5 << 20, 1 << 20), (SIZE - 8192, 8192)):
+            self.assertEqual(self.read_direct(disk, offset, length),
+                             want[offset:offset + length], (offset, length))
+        self.stop()
+
+    def test_writes_reach_the_image(self):
+        self.start()
+        data = os.urandom(1 << 20)
+        buf = mmap.mmap(-1, len(data))
+        buf[:] = data
+        fd = os.open(os.path.join(self.mnt, "disk"), os.O_WRONLY | os.O_DIRECT)
+        try:
+            self.assertEqual(os.pwritev(fd, [buf], 3 << 20), len(data))
+        finally:
+            os.close(fd)
+        self.stop()
+        with open(self.image, "rb") as f:
+            f.seek(3 << 20)
+            self.assertEqual(f.read(len(data)), data)
+
+    def test_fio_verifies(self):
+        self.start()
+        p = subprocess.run(
+            ["fio", "--name=v", "--filename=" + os.path.join(self.mnt, "disk"),
+             "--ioengine=io_uring", "--direct=1", "--rw=randwrite",
+             "--bsrange=4k-256k", "--iodepth=16", "--size=%d" % SIZE,
+             "--verify=crc32c", "--do_verify=1", "--verify_fatal=1"],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertNotIn("verify", p.stderr.lower())
+        self.stop()
+
+    def test_bad_arguments_are_refused(self):
+        short = os.path.join(self.scratch.dir, "short")
+        with open(short, "wb") as f:
+            f.write(b"\0" * 4096)
+        cases = [
+            ([self.mnt, str(SIZE), "classic", "32", self.image],
+             "an IMAGE needs the uring channel"),
+            ([self.mnt, str(SIZE), "uring", "32", short],
+             "4096 bytes, less than SIZE_BYTES (%d)" % SIZE),
+            ([self.mnt, str(SIZE), "uring", "32",
+              os.path.join(self.scratch.dir, "missing")], "No such file"),
+        ]
+        for args, message in cases:
+            p = subprocess.run([floor_program()] + args, capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn(message, p.stderr)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            self.assertEqual(lab.mounted_under(self.scratch.dir), [])
+
+
+def uring_offered():
+    """FUSE over io_uring here (the module parameter, which fuse_floor turns
+    on as root)."""
+    path = "/sys/module/fuse/parameters/enable_uring"
+    if not os.path.exists(path):
+        return False
+    with open(path) as f:
+        return os.geteuid() == 0 or f.read().strip() in ("Y", "1")
+
+
+if __name__ == "__main__":
+    benchtest.need("fio", "fusermount3")
+    if not os.access(floor_program(), os.X_OK):
+        print("SKIP: %s not built" % floor_program())
+        raise SystemExit(benchtest.SKIP)
+    if not uring_offered():
+        print("SKIP: this kernel does not offer FUSE over io_uring")
+        raise SystemExit(benchtest.SKIP)
+    benchtest.main()
