@@ -9,14 +9,13 @@
 // machine; bench/compare runs it beside pvdisk --engine null, as `floor`
 // (classic channel) and `floor-uring`.
 //
-// With IMAGE (uring only) it serves that file instead of zeros, each queue
-// thread reading and writing it on its own FUSE ring (floor_disk.h): what
-// FUSE over io_uring leaves of native fio on a real disk, bench/compare's
-// `floor-disk`.
+// With IMAGE (uring only: an image file, or rbd:POOL/IMAGE[,conf=PATH]) it
+// serves that image instead of zeros, each queue thread handing requests to
+// a pvdisk I/O engine on its own FUSE ring (floor_disk.h): pvdisk without
+// its transport, bench/compare's `floor-disk`.
 //
 // usage: fuse_floor MOUNTPOINT SIZE_BYTES [classic|uring [QUEUE_DEPTH [IMAGE]]]
 //        (foreground; ends on unmount, SIGTERM or SIGINT)
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,7 +70,7 @@ class FloorHandler final : public protocol::Handler {
         0, abi::kFopenDirectIo | abi::kFopenParallelDirectWrites));
   }
   void Read(const Request& request, Reply reply) override {
-    if (disk_ != nullptr) return disk_->Read(request, size_, std::move(reply));
+    if (disk_ != nullptr) return disk_->Read(request, std::move(reply));
     uint64_t count =
         request.offset >= size_
             ? 0
@@ -79,11 +78,14 @@ class FloorHandler final : public protocol::Handler {
     reply.Bytes(g_zeros, static_cast<size_t>(count));
   }
   void Write(const Request& request, Reply reply) override {
-    if (disk_ != nullptr) return disk_->Write(request, size_, std::move(reply));
+    if (disk_ != nullptr) return disk_->Write(request, std::move(reply));
     reply.Struct(
         protocol::WriteOut(static_cast<uint32_t>(request.data.size())));
   }
-  void Fsync(const Request&, Reply reply) override { reply.Ok(); }
+  void Fsync(const Request&, Reply reply) override {
+    if (disk_ != nullptr) return disk_->Fsync(std::move(reply));
+    reply.Ok();
+  }
 
  private:
   struct stat Stat(uint64_t ino) const {
@@ -154,20 +156,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "fuse_floor: an IMAGE needs the uring channel\n");
       return 2;
     }
-    int fd = open(argv[5], O_RDWR | O_DIRECT | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-      std::fprintf(stderr, "fuse_floor: %s: %s\n", argv[5], strerror(errno));
+    // Spreading lets a queue thread hold entries of every queue.
+    auto opened = pvdisk::bench::FloorDisk::Open(
+        argv[5], size, options.queue_depth * channel::PossibleCpus());
+    if (!opened.ok()) {
+      std::fprintf(stderr, "fuse_floor: %s\n",
+                   std::string(opened.status().message()).c_str());
       return 2;
     }
-    if (static_cast<uint64_t>(st.st_size) < size) {
-      std::fprintf(
-          stderr, "fuse_floor: %s is %llu bytes, less than SIZE_BYTES (%llu)\n",
-          argv[5], static_cast<unsigned long long>(st.st_size),
-          static_cast<unsigned long long>(size));
-      return 2;
-    }
-    disk = std::make_unique<pvdisk::bench::FloorDisk>(fd, options.queue_depth);
+    disk = std::move(*opened);
     options.companion = [&disk](uint32_t qid) {
       return disk->MakeCompanion(qid);
     };

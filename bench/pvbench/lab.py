@@ -167,8 +167,9 @@ class FuseFloor(Target):
     uring). What FUSE alone costs on this machine: the ceiling for pvdisk
     --engine null. With `image` (uring only) it serves that file instead,
     each queue thread reading and writing it on its own FUSE ring with
-    O_DIRECT: FUSE over io_uring with no transport, the ceiling for pvdisk
-    on that image. No counters."""
+    O_DIRECT (or, with image "rbd:POOL/IMAGE,conf=PATH", librbd): pvdisk's
+    engines behind FUSE over io_uring with no transport, the ceiling for
+    pvdisk on that image. No counters."""
     kind = "floor"
     # fuse_floor's queue depth when it serves an image (pvdisk's default).
     IMAGE_QUEUE_DEPTH = 128
@@ -181,7 +182,8 @@ class FuseFloor(Target):
         self.file = os.path.join(self.mnt, "disk")
         cmd = [program, self.mnt, str(size), io]
         if image:
-            cmd += [str(self.IMAGE_QUEUE_DEPTH), os.path.abspath(image)]
+            cmd += [str(self.IMAGE_QUEUE_DEPTH),
+                    image if image.startswith("rbd:") else os.path.abspath(image)]
         self.process = subprocess.Popen(cmd,
                                         stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True)
@@ -325,6 +327,13 @@ class Lab:
         return self._keep(QsdExport(None, file, blockdev=(
             "driver=rbd,pool=rbd,image=%s,conf=%s,cache.direct=on"
             % (image, conf))))
+
+    def rbd_floor(self, conf, image, size):
+        """bench/fuse_floor serving rbd/IMAGE through the rbd engine."""
+        program = os.path.join(self.build, "bench", "targets", "fuse_floor")
+        mnt = os.path.join(self.dir, "floor%d" % len(self.targets))
+        return self._keep(FuseFloor(program, mnt, size, "uring",
+                                    "rbd:rbd/%s,conf=%s" % (image, conf)))
 
     def rbd_bench(self, conf, image):
         return self._keep(RbdBench(conf, image))

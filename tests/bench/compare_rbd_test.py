@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """bench/compare --rbd end to end, briefly: its own one-node Ceph cluster,
-a 32 MiB RBD image, 1 s per run, one round, two jobs, the four targets
+a 32 MiB RBD image, 1 s per run, one round, two jobs, the five targets
 (pvdisk's rbd engine, qemu-storage-daemon's driver=rbd export, rbd bench,
-fio's rbd engine).
+fio's rbd engine, fuse_floor on the rbd engine).
 Every row has numbers; the JSON says rbd; nothing stays mounted or running."""
 import glob
 import json
@@ -11,7 +11,7 @@ import subprocess
 
 import benchtest
 
-TARGETS = ["pvdisk", "qsd", "rbd-bench", "fio-rbd"]
+TARGETS = ["pvdisk", "qsd", "rbd-bench", "fio-rbd", "floor-disk"]
 JOBS = ["rr4k_qd32", "sw1m_qd4"]
 
 
@@ -54,11 +54,16 @@ class CompareRbdTest(benchtest.OneRun):
             self.assertGreater(row["mib_s"], 0, row)
             self.assertIsInstance(row["vs_rbd"], float, row)
             self.assertIsInstance(row["vs_fio_rbd"], float, row)
+            if row["target"] == "pvdisk":
+                self.assertIsInstance(row["vs_floor_disk"], float, row)
+            else:
+                self.assertIsNone(row["vs_floor_disk"], row)
         self.assertEqual(len(data["goals"]), 6)
         measured = [g for g in data["goals"] if g["value"] is not None]
         self.assertEqual(len(measured), 4)  # rw4k_qd32 was not run
         self.assertIn("| rr4k_qd32 | rbd-bench |", self.result.stdout)
         self.assertIn("| sw1m_qd4 | fio-rbd |", self.result.stdout)
+        self.assertIn("| sw1m_qd4 | floor-disk |", self.result.stdout)
 
     def test_refuses_file_targets_with_rbd(self):
         p = self.scratch.run("compare", "--rbd", "--targets", "native")

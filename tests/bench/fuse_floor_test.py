@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""bench/fuse_floor serving an image (bench/compare's floor-disk): what a
-reader of the mount sees is the image, what it writes lands in the image,
-fio's crc32c verification passes through it, and bad arguments are refused
-with status 2 and nothing mounted. Needs FUSE over io_uring (else skipped)."""
+"""bench/fuse_floor serving an image file (bench/compare's floor-disk; the
+RBD form runs in bench.compare_rbd): what a reader of the mount sees is the
+image, what it writes (and fsyncs) lands in the image, fio's crc32c
+verification passes through it, and bad arguments are refused with one
+line, status 2 and nothing mounted. Needs FUSE over io_uring (else
+skipped)."""
 import mmap
 import os
 import subprocess
@@ -87,6 +89,7 @@ class FloorDiskTest(unittest.TestCase):
         fd = os.open(os.path.join(self.mnt, "disk"), os.O_WRONLY | os.O_DIRECT)
         try:
             self.assertEqual(os.pwritev(fd, [buf], 3 << 20), len(data))
+            os.fsync(fd)  # FUSE FSYNC: the engine's flush
         finally:
             os.close(fd)
         self.stop()
@@ -116,7 +119,9 @@ class FloorDiskTest(unittest.TestCase):
             ([self.mnt, str(SIZE), "uring", "32", short],
              "4096 bytes, less than SIZE_BYTES (%d)" % SIZE),
             ([self.mnt, str(SIZE), "uring", "32",
-              os.path.join(self.scratch.dir, "missing")], "No such file"),
+              os.path.join(self.scratch.dir, "missing")], "does not exist"),
+            ([self.mnt, str(SIZE), "uring", "32", self.image + ",eio=0"],
+             "with no other option"),
         ]
         for args, message in cases:
             p = subprocess.run([floor_program()] + args, capture_output=True,
