@@ -146,28 +146,24 @@ absl::StatusOr<std::unique_ptr<FloorDisk>> FloorDisk::Open(
     if (!opened.ok()) return opened.status();
     disk->rbd_ = std::move(*opened);
     bytes = disk->rbd_->size_bytes();
-    io::RbdImage* rbd = disk->rbd_.get();
-    disk->make_engine_ = [rbd](io::RingLender* lender, uint32_t depth) {
-      io::EngineOptions options;
-      options.depth = depth;
-      options.ring_lender = lender;
-      return io::CreateRbdEngine(options, *rbd);
-    };
   } else {
     auto opened = io::ImageFile::Open(spec->path, /*read_only=*/false,
                                       /*want_direct=*/true);
     if (!opened.ok()) return opened.status();
     disk->file_ = std::move(*opened);
     bytes = disk->file_->size_bytes();
-    io::ImageFile* file = disk->file_.get();
-    disk->make_engine_ = [file](io::RingLender* lender, uint32_t depth) {
-      io::EngineOptions options;
-      options.kind = io::EngineKind::kUring;
-      options.depth = depth;
-      options.ring_lender = lender;
-      return io::CreateEngine(options, *file);
-    };
   }
+  io::RbdImage* rbd = disk->rbd_.get();
+  io::ImageFile* file = disk->file_.get();
+  disk->make_engine_ = [rbd, file](io::RingLender* lender, uint32_t depth)
+      -> absl::StatusOr<std::unique_ptr<io::IoEngine>> {
+    io::EngineOptions options;
+    options.kind = io::EngineKind::kUring;  // for a file; rbd ignores it
+    options.depth = depth;
+    options.ring_lender = lender;
+    if (rbd != nullptr) return io::CreateRbdEngine(options, *rbd);
+    return io::CreateEngine(options, *file);
+  };
   if (bytes < size) {
     return absl::InvalidArgumentError(
         absl::StrCat(spec->path, " is ", bytes,

@@ -157,8 +157,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     // Spreading lets a queue thread hold entries of every queue.
-    auto opened = pvdisk::bench::FloorDisk::Open(
-        argv[5], size, options.queue_depth * channel::PossibleCpus());
+    const uint32_t held = options.queue_depth * channel::PossibleCpus();
+    auto opened = pvdisk::bench::FloorDisk::Open(argv[5], size, held);
     if (!opened.ok()) {
       std::fprintf(stderr, "fuse_floor: %s\n",
                    std::string(opened.status().message()).c_str());
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
     options.companion = [&disk](uint32_t qid) {
       return disk->MakeCompanion(qid);
     };
-    options.companion_sq_entries = options.queue_depth;
+    options.companion_sq_entries = held;
     // As pvdisk's inline placement runs its queue threads.
     options.spread_entries = true;
   }

@@ -190,9 +190,11 @@ class FuseFloor(Target):
         if not wait_until(lambda: mounted_under(self.mnt)
                           or self.process.poll() is not None, 5) or \
                 self.process.poll() is not None:
+            ended = self.process.poll() is not None
+            why = last_line(self.process.stderr.read()) if ended else \
+                "not mounted within 5 s"
             self.close()
-            raise BenchError("fuse_floor did not mount: %s"
-                             % last_line(self.process.stderr.read()))
+            raise BenchError("fuse_floor did not mount: %s" % why)
 
     def close(self):
         """fusermount3 -u ends the server's loop; then it exits."""
@@ -202,6 +204,7 @@ class FuseFloor(Target):
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        self.process.stderr.close()
         force_unmount(self.mnt)
 
 

@@ -28,35 +28,23 @@ class FloorDiskTest(unittest.TestCase):
             f.write(os.urandom(SIZE))
         self.mnt = os.path.join(self.scratch.dir, "mnt")
         os.makedirs(self.mnt)
-        self.process = None
+        self.floor = None
 
     def tearDown(self):
-        if self.process is not None and self.process.poll() is None:
-            subprocess.run(["fusermount3", "-u", self.mnt], capture_output=True)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process is not None:
-            self.process.stderr.close()
+        if self.floor is not None:
+            self.floor.close()
         self.scratch.close()
 
-    def start(self, *extra):
-        """fuse_floor MNT SIZE uring 32 IMAGE, mounted."""
-        self.process = subprocess.Popen(
-            [floor_program(), self.mnt, str(SIZE), "uring", "32", self.image] +
-            list(extra), stderr=subprocess.PIPE, text=True)
-        self.assertTrue(lab.wait_until(
-            lambda: lab.mounted_under(self.mnt) or self.process.poll() is not None,
-            5))
-        if self.process.poll() is not None:  # ended: say why
-            self.fail("fuse_floor did not mount: " + self.process.stderr.read())
+    def start(self):
+        """bench/compare's floor-disk target on the image, mounted."""
+        self.floor = lab.FuseFloor(floor_program(), self.mnt, SIZE, "uring",
+                                   self.image)
 
     def stop(self):
         """Unmounting ends the server with status 0."""
-        subprocess.run(["fusermount3", "-u", self.mnt], check=True)
-        self.assertEqual(self.process.wait(timeout=10), 0)
+        self.floor.close()
+        self.assertEqual(self.floor.process.returncode, 0)
+        self.floor = None
         self.assertEqual(lab.mounted_under(self.scratch.dir), [])
 
     @staticmethod
@@ -73,7 +61,7 @@ class FloorDiskTest(unittest.TestCase):
 
     def test_reads_are_the_image(self):
         self.start()
-        disk = os.path.join(self.mnt, "disk")
+        disk = self.floor.file
         with open(self.image, "rb") as f:
             want = f.read()
         for offset, length in ((0, 4096), (5 << 20, 1 << 20), (SIZE - 8192, 8192)):
@@ -86,7 +74,7 @@ class FloorDiskTest(unittest.TestCase):
         data = os.urandom(1 << 20)
         buf = mmap.mmap(-1, len(data))
         buf[:] = data
-        fd = os.open(os.path.join(self.mnt, "disk"), os.O_WRONLY | os.O_DIRECT)
+        fd = os.open(self.floor.file, os.O_WRONLY | os.O_DIRECT)
         try:
             self.assertEqual(os.pwritev(fd, [buf], 3 << 20), len(data))
             os.fsync(fd)  # FUSE FSYNC: the engine's flush
@@ -100,7 +88,7 @@ class FloorDiskTest(unittest.TestCase):
     def test_fio_verifies(self):
         self.start()
         p = subprocess.run(
-            ["fio", "--name=v", "--filename=" + os.path.join(self.mnt, "disk"),
+            ["fio", "--name=v", "--filename=" + self.floor.file,
              "--ioengine=io_uring", "--direct=1", "--rw=randwrite",
              "--bsrange=4k-256k", "--iodepth=16", "--size=%d" % SIZE,
              "--verify=crc32c", "--do_verify=1", "--verify_fatal=1"],
