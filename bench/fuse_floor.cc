@@ -113,7 +113,8 @@ int Usage() {
   std::fprintf(stderr,
                "usage: fuse_floor MOUNTPOINT SIZE_BYTES [classic|uring "
                "[QUEUE_DEPTH [IMAGE]]] (SIZE_BYTES > 0; IMAGE: uring only, "
-               "at least SIZE_BYTES long)\n");
+               "an image file or rbd:POOL/IMAGE[,conf=PATH], at least "
+               "SIZE_BYTES long)\n");
   return 2;
 }
 
