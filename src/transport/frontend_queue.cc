@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 
 #include "base/thread.h"
 #include "io/io_engine.h"
+#include "stats/clock.h"
 
 namespace pvdisk::transport {
 namespace {
@@ -17,12 +17,9 @@ using stats::Counter;
 // queue (blk-mq's "hand-wavy stop count of 8").
 constexpr size_t kMergeLookback = 8;
 
-uint64_t NowNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
+// Every timestamp here is on the stats clock: pushed_ns feeds inflight_ns,
+// which `pvdisk stat` divides by the stats clock's elapsed time.
+uint64_t NowNs() { return stats::MonotonicNanos(); }
 
 bool IsData(BlockOp op) {
   return op == BlockOp::kRead || op == BlockOp::kWrite;
