@@ -251,6 +251,27 @@ TEST_F(SessionTest, ForgetsAndInterruptsGetNoReply) {
   EXPECT_EQ(sink_.replies().size(), before);
 }
 
+// Found by fuzz.fuse_session: a /dev/fuse buffer whose len disagrees with
+// its size was answered with EINVAL even for a FORGET, BATCH_FORGET or
+// INTERRUPT, which no one waits for. They are counted, never answered.
+TEST_F(SessionTest, MalformedForgetsAndInterruptsGetNoReply) {
+  Init();
+  size_t before = sink_.replies().size();
+  abi::fuse_forget_in forget{3};
+  abi::fuse_batch_forget_in batch{1, 0};
+  abi::fuse_interrupt_in interrupt{9};
+  const std::vector<uint8_t> lying[] = {
+      BuildRequest(abi::kForget, 20, 16, AsBytes(forget), {}, /*len=*/3),
+      BuildRequest(abi::kBatchForget, 21, 0, AsBytes(batch), {}, 4000),
+      BuildRequest(abi::kInterrupt, 22, 0, AsBytes(interrupt), {}, 41)};
+  for (const std::vector<uint8_t>& bytes : lying) {
+    EXPECT_EQ(session_.ProcessClassic(bytes, &sink_, 0), 0);
+  }
+  EXPECT_EQ(sink_.replies().size(), before);
+  EXPECT_EQ(session_.malformed(), 3u);
+  EXPECT_EQ(handler_.forgotten, 0u);
+}
+
 TEST_F(SessionTest, DestroyIsAnswered) {
   Init();
   SentReply reply = Serve(BuildRequest(abi::kDestroy, 30, 0, {}, {}));

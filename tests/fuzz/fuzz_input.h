@@ -23,8 +23,10 @@ class FuzzInput {
   uint32_t U32() { return static_cast<uint32_t>(Read(4)); }
   uint64_t U64() { return Read(8); }
 
-  // Copies the next `n` bytes to `to`, zero-filling past the end.
+  // Copies the next `n` bytes to `to`, zero-filling past the end. `to` may
+  // be null when `n` is 0 (an empty vector's data()).
   void Bytes(void* to, size_t n) {
+    if (n == 0) return;
     size_t have = at_ < size_ ? size_ - at_ : 0;
     size_t take = n < have ? n : have;
     if (take > 0) std::memcpy(to, data_ + at_, take);

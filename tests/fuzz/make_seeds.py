@@ -346,6 +346,128 @@ def packed_seeds():
 
 
 # --- text parsers ----------------------------------------------------------
+# --- FUSE protocol layer (fuse_session_fuzzer.cc) ----------------------------
+# Options: u8 bit 0 want_uring, u8 max_write = 1 << (value % 21). Steps: u8
+# action (0 classic: u16 length + request; 1 uring: 40-byte header, u8 n + n
+# bytes of the op area, u16 payload length + payload; 2 answer kept replies,
+# u8 reversed; 3 drop kept replies). The handler answers by unique % 4: 0
+# error, 1 bytes, 2 kept, 3 through the payload buffer. Each seed stays under
+# run_fuzzer.sh's -max_len of 1 KiB.
+F_CLASSIC, F_URING, F_ANSWER, F_DROP = range(4)
+(FOP_LOOKUP, FOP_FORGET, FOP_GETATTR, FOP_SETATTR, FOP_OPEN, FOP_READ,
+ FOP_WRITE, FOP_STATFS, FOP_RELEASE, FOP_FSYNC, FOP_FLUSH, FOP_INIT,
+ FOP_OPENDIR, FOP_READDIR, FOP_RELEASEDIR, FOP_INTERRUPT, FOP_DESTROY,
+ FOP_BATCH_FORGET, FOP_FALLOCATE) = (1, 2, 3, 4, 14, 15, 16, 17, 18, 20, 25,
+                                      26, 27, 28, 29, 36, 38, 42, 43)
+INIT_EXT, MAX_PAGES, BIG_WRITES = 1 << 30, 1 << 22, 1 << 5
+OVER_IO_URING_HI = 1 << 9  # bit 41 of the flags, in flags2
+
+
+def fuse_header(length, opcode, unique, nodeid=1, extlen=0):
+    return (u32(length) + u32(opcode) + u64(unique) + u64(nodeid) + u32(0) +
+            u32(0) + u32(0) + u16(extlen) + u16(0))
+
+
+def fclassic(opcode, unique, op=b"", payload=b"", nodeid=1, extlen=0,
+             length=None):
+    total = 40 + len(op) + len(payload)
+    body = fuse_header(total if length is None else length, opcode, unique,
+                       nodeid, extlen) + op + payload
+    return u8(F_CLASSIC) + u16(len(body)) + body
+
+
+def furing(opcode, unique, op=b"", payload=b"", nodeid=1):
+    return (u8(F_URING) + fuse_header(40 + len(op) + len(payload), opcode,
+                                      unique, nodeid) +
+            u8(len(op)) + op + u16(len(payload)) + payload)
+
+
+def finit(unique=1, minor=42, flags=INIT_EXT | MAX_PAGES | BIG_WRITES,
+          flags2=OVER_IO_URING_HI, shape=fclassic):
+    return shape(FOP_INIT, unique, u32(7) + u32(minor) + u32(131072) +
+                 u32(flags) + u32(flags2) + bytes(44))
+
+
+def fread(opcode, unique, offset, size, shape=fclassic):
+    return shape(opcode, unique, u64(5) + u64(offset) + u32(size) + u32(0) +
+                 u64(0) + u32(0) + u32(0))
+
+
+def fwrite(unique, offset, data, size=None, shape=fclassic):
+    return shape(FOP_WRITE, unique, u64(5) + u64(offset) +
+                 u32(len(data) if size is None else size) + u32(0) + u64(0) +
+                 u32(0) + u32(0), data)
+
+
+def fuse_session_seeds():
+    seeds = {}
+    uring_options, classic_options = u8(1) + u8(20), u8(0) + u8(20)
+    for shape, label in ((fclassic, "classic"), (furing, "uring")):
+        options = uring_options if shape is furing else classic_options
+        for mode in range(4):  # each way the handler answers
+            s = finit(shape=shape)
+            s += shape(FOP_LOOKUP, 4 + mode, b"", b"disk0.img\0")
+            s += shape(FOP_GETATTR, 8 + mode, u32(0) + u32(0) + u64(5))
+            s += fread(FOP_READ, 12 + mode, 4096, 4096, shape=shape)
+            s += fwrite(16 + mode, 512, b"w" * 64, shape=shape)
+            s += fread(FOP_READDIR, 20 + mode, 0, 512, shape=shape)
+            s += u8(F_ANSWER) + u8(mode & 1)
+            seeds["%s-data-%d" % (label, mode)] = options + s
+        s = finit(shape=shape)
+        s += shape(FOP_OPEN, 5, u32(2) + u32(0))
+        s += shape(FOP_SETATTR, 6, bytes(88))
+        s += shape(FOP_STATFS, 7)
+        s += shape(FOP_FSYNC, 8, u64(5) + u32(1) + u32(0))
+        s += shape(FOP_FLUSH, 9, bytes(24))
+        s += shape(FOP_RELEASE, 10, bytes(24))
+        s += shape(FOP_OPENDIR, 11, bytes(8))
+        s += shape(FOP_RELEASEDIR, 12, bytes(24))
+        s += shape(FOP_FALLOCATE, 13, u64(5) + u64(0) + u64(1 << 20) +
+                   u32(0) + u32(0))
+        seeds[label + "-meta"] = options + s + u8(F_DROP)
+        s = finit(shape=shape)
+        s += shape(FOP_FORGET, 60, u64(1), nodeid=2)
+        s += shape(FOP_BATCH_FORGET, 61, u32(2) + u32(0),
+                   u64(2) + u64(1) + u64(3) + u64(1))
+        s += shape(FOP_INTERRUPT, 62, u64(22))
+        s += shape(99, 63)  # an opcode nobody serves
+        s += shape(FOP_DESTROY, 64)
+        seeds[label + "-forget-destroy"] = options + s
+        # Malformed: what request.h refuses, one by one.
+        s = finit(shape=shape)
+        s += fread(FOP_READ, 4, 0, 0, shape=shape)           # READ of 0
+        s += fread(FOP_READ, 5, 0, (1 << 20) + 1, shape=shape)
+        s += fread(FOP_READ, 6, 1 << 63, 4096, shape=shape)  # offset
+        s += fwrite(7, 0, b"x" * 16, size=17, shape=shape)   # short data
+        s += fwrite(9, (1 << 63) - 8, b"x" * 16, shape=shape)
+        seeds[label + "-malformed-io"] = options + s
+        s = finit(shape=shape)
+        s += shape(FOP_LOOKUP, 10, b"", b"no-nul")
+        s += shape(FOP_LOOKUP, 11, b"", b"\0")               # empty name
+        s += shape(FOP_BATCH_FORGET, 12, u32(1000) + u32(0), u64(2) + u64(1))
+        s += shape(FOP_FALLOCATE, 13, u64(5) + u64(1 << 62) + u64(1 << 62) +
+                   u32(0) + u32(0))
+        s += finit(unique=14, shape=shape)                   # a second INIT
+        seeds[label + "-malformed-args"] = options + s
+    # Shapes only /dev/fuse has: a len that lies, extensions, short headers.
+    s = finit()
+    s += fclassic(FOP_GETATTR, 2, bytes(16), length=4000)
+    s += fclassic(FOP_GETATTR, 3, bytes(16), extlen=200)
+    s += fclassic(FOP_GETATTR, 4, bytes(8))                  # short op
+    s += u8(F_CLASSIC) + u16(12) + bytes(12)                 # no header
+    s += fclassic(FOP_FORGET, 5, u64(1), length=3)
+    seeds["classic-cut"] = classic_options + s
+    # Before INIT, old kernels, and a small max_write.
+    s = fclassic(FOP_GETATTR, 2, bytes(16))
+    s += finit(unique=3, minor=22, flags=0, flags2=0)
+    s += fwrite(5, 0, b"y" * 200) + fread(FOP_READ, 6, 0, 300)
+    seeds["before-init-and-old-kernel"] = u8(0) + u8(7) + s + u8(F_DROP)
+    seeds["bad-major"] = uring_options + furing(FOP_INIT, 1, u32(8) + u32(0))
+    for label, seed in seeds.items():
+        assert len(seed) <= 1024, (label, len(seed))
+    return seeds
+
+
 def text_seeds(items):
     return {"%02d" % i: t.encode() for i, t in enumerate(items)}
 
@@ -383,6 +505,7 @@ def main():
     write("blkif_device_ring", blkif_seeds())
     write("virtio_device_ring", virtio_seeds())
     write("virtio_packed_device_ring", packed_seeds())
+    write("fuse_session", fuse_session_seeds())
     write("size", text_seeds(SIZE))
     write("disk_arg", text_seeds(DISK_ARG))
     write("stats_command", text_seeds(STATS_COMMAND))

@@ -26,6 +26,13 @@ constexpr uint64_t kWantedFlags =
     abi::kParallelDirops | abi::kMaxPages | abi::kInitExt;
 constexpr uint32_t kPageSize = 4096;
 
+// The requests the kernel expects no answer to, even when malformed: it
+// has no one waiting for them (fuse.rst allows INTERRUPT to be ignored).
+bool NeverAnswered(uint32_t opcode) {
+  return opcode == abi::kForget || opcode == abi::kBatchForget ||
+         opcode == abi::kInterrupt;
+}
+
 }  // namespace
 
 Session::Session(Handler* handler, const SessionOptions& options)
@@ -41,23 +48,22 @@ int Session::Process(const RawRequest& raw, ReplySink* sink, uint64_t slot) {
   }
   Request request;
   int decoded = DecodeRequest(raw, limits_, &request);
-  // Requests that are never answered.
-  switch (raw.header->opcode) {
-    case abi::kForget:
-      if (decoded == 0) handler_->Forget(request.nodeid, request.nlookup);
-      return 0;
-    case abi::kBatchForget:
-      for (uint32_t i = 0; decoded == 0 && i < request.forget_count; ++i) {
+  if (NeverAnswered(raw.header->opcode)) {
+    if (decoded < 0) {
+      malformed_.fetch_add(1, std::memory_order_relaxed);
+    } else if (request.opcode == abi::kForget) {
+      handler_->Forget(request.nodeid, request.nlookup);
+    } else if (request.opcode == abi::kBatchForget) {
+      for (uint32_t i = 0; i < request.forget_count; ++i) {
         abi::fuse_forget_one one;
         std::memcpy(&one, request.forgets.data() + i * sizeof(one),
                     sizeof(one));
         handler_->Forget(one.nodeid, one.nlookup);
       }
-      return 0;
-    case abi::kInterrupt:
-      // Allowed to be ignored (fuse.rst): the interrupted request is
-      // answered normally when its I/O completes, which never takes long.
-      return 0;
+    }
+    // INTERRUPT is ignored: the interrupted request is answered normally
+    // when its I/O completes, which never takes long.
+    return 0;
   }
   Reply reply(sink, slot, request.unique);
   if (decoded == -ENOSYS) {
@@ -87,7 +93,9 @@ int Session::ProcessClassic(std::span<const uint8_t> buffer, ReplySink* sink,
   int split = SplitClassic(buffer, &raw);
   if (split == 0 || raw.header == nullptr) return Process(raw, sink, slot);
   malformed_.fetch_add(1, std::memory_order_relaxed);
-  Reply(sink, slot, raw.header->unique).Error(-split);
+  if (!NeverAnswered(raw.header->opcode)) {
+    Reply(sink, slot, raw.header->unique).Error(-split);
+  }
   return 0;
 }
 
