@@ -716,9 +716,7 @@ void UringChannel::Run(Queue* queue) {
       ++taken;
       at_once = std::max(at_once, queue->with_handler);
       session_->Process(raw, this, Slot(owner.qid, index));
-      uint32_t opcode = raw.header->opcode;
-      if (opcode == abi::kForget || opcode == abi::kBatchForget ||
-          opcode == abi::kInterrupt) {
+      if (protocol::ExpectsNoReply(raw.header->opcode)) {
         // Never sent over the ring (they stay on /dev/fuse), and the
         // Session answers them with nothing; the entry must still go back.
         protocol::Reply(this, Slot(owner.qid, index), raw.header->unique)

@@ -66,6 +66,11 @@ uint32_t OpInSize(uint32_t opcode);
 // Whether the opcode is one we decode (the others are answered ENOSYS).
 bool IsServed(uint32_t opcode);
 
+// Whether the kernel expects no reply to the opcode, even a malformed one:
+// FORGET and BATCH_FORGET have no one waiting, and INTERRUPT may be ignored
+// (fuse.rst).
+bool ExpectsNoReply(uint32_t opcode);
+
 // Cuts a request read from /dev/fuse (`buffer`, exactly the bytes read)
 // into its parts. Returns 0, or -EINVAL if the header is short or its len
 // disagrees with the bytes read, or -EPROTO if the extension length does

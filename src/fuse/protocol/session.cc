@@ -26,13 +26,6 @@ constexpr uint64_t kWantedFlags =
     abi::kParallelDirops | abi::kMaxPages | abi::kInitExt;
 constexpr uint32_t kPageSize = 4096;
 
-// The requests the kernel expects no answer to, even when malformed: it
-// has no one waiting for them (fuse.rst allows INTERRUPT to be ignored).
-bool NeverAnswered(uint32_t opcode) {
-  return opcode == abi::kForget || opcode == abi::kBatchForget ||
-         opcode == abi::kInterrupt;
-}
-
 }  // namespace
 
 Session::Session(Handler* handler, const SessionOptions& options)
@@ -48,7 +41,7 @@ int Session::Process(const RawRequest& raw, ReplySink* sink, uint64_t slot) {
   }
   Request request;
   int decoded = DecodeRequest(raw, limits_, &request);
-  if (NeverAnswered(raw.header->opcode)) {
+  if (ExpectsNoReply(raw.header->opcode)) {
     if (decoded < 0) {
       malformed_.fetch_add(1, std::memory_order_relaxed);
     } else if (request.opcode == abi::kForget) {
@@ -93,7 +86,7 @@ int Session::ProcessClassic(std::span<const uint8_t> buffer, ReplySink* sink,
   int split = SplitClassic(buffer, &raw);
   if (split == 0 || raw.header == nullptr) return Process(raw, sink, slot);
   malformed_.fetch_add(1, std::memory_order_relaxed);
-  if (!NeverAnswered(raw.header->opcode)) {
+  if (!ExpectsNoReply(raw.header->opcode)) {
     Reply(sink, slot, raw.header->unique).Error(-split);
   }
   return 0;
