@@ -88,11 +88,6 @@ bool IsServed(uint32_t opcode) {
   }
 }
 
-bool ExpectsNoReply(uint32_t opcode) {
-  return opcode == abi::kForget || opcode == abi::kBatchForget ||
-         opcode == abi::kInterrupt;
-}
-
 int SplitClassic(std::span<const uint8_t> buffer, RawRequest* raw) {
   *raw = RawRequest();
   if (buffer.size() < sizeof(abi::fuse_in_header)) return -EINVAL;
