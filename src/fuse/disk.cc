@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <climits>
 #include <functional>
 
 #include "absl/strings/str_cat.h"
@@ -67,16 +66,10 @@ transport::EngineFactory EngineFactoryFor(const DiskSpec& spec,
   };
 }
 
-std::string EncodeEngineConfig(const DiskSpec& spec, io::EngineKind kind,
-                               const std::string& image_path) {
+std::string EncodeEngineConfig(const DiskSpec& spec, io::EngineKind kind) {
   std::string_view engine = io::EngineKindName(kind);
-  // The backend process resolves nothing relative to the daemon's working
-  // directory: the path becomes the one of the file the daemon opened.
-  // (The path is what comes before the first comma; see cli/disk_arg.h.)
-  std::string arg = spec.arg;
-  arg.replace(0, arg.find(','), image_path);
   return absl::StrCat(absl::string_view(engine.data(), engine.size()), "\n",
-                      arg);
+                      spec.arg);
 }
 
 absl::StatusOr<EngineConfig> DecodeEngineConfig(std::string_view config) {
@@ -167,16 +160,10 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
     process.label = spec.path;
     process.restart_limit = options.backend_restart_limit;
     process.keep_stderr = options.backend_keeps_stderr;
-    process.image_fd = disk->image_->fd();
-    char opened[PATH_MAX];
-    ssize_t length =
-        readlink(absl::StrCat("/proc/self/fd/", disk->image_->fd()).c_str(),
-                 opened, sizeof(opened) - 1);
-    std::string image_path =
-        length > 0 ? std::string(opened, static_cast<size_t>(length))
-                   : spec.path;
-    process.engine_config =
-        EncodeEngineConfig(spec, options.engine, image_path);
+    // The backend gets the image as this open of it, never as a path: the
+    // path may name another file, or none, by the time a backend restarts.
+    process.image_fds = {disk->image_->fd()};
+    process.engine_config = EncodeEngineConfig(spec, options.engine);
     PVDISK_ASSIGN_OR_RETURN(disk->supervisor_,
                             transport::process::BackendSupervisor::Start(
                                 disk->transport_.get(), process));

@@ -86,10 +86,10 @@ transport::EngineFactory EngineFactoryFor(const DiskSpec& spec,
                                           const io::ImageFile* image);
 
 // What a backend process gets in BackendSetup::engine_config: the --disk
-// argument (its path replaced by `image_path`, absolute) and the --engine,
-// to be read back by DecodeEngineConfig.
-std::string EncodeEngineConfig(const DiskSpec& spec, io::EngineKind kind,
-                               const std::string& image_path);
+// argument as given (for its options; its path only names the image in
+// messages, the image itself goes as a descriptor) and the --engine, to be
+// read back by DecodeEngineConfig.
+std::string EncodeEngineConfig(const DiskSpec& spec, io::EngineKind kind);
 struct EngineConfig {
   std::string disk_arg;
   io::EngineKind engine = io::EngineKind::kUring;

@@ -98,6 +98,21 @@ absl::Status DropDirect(int fd, const std::string& path) {
   return absl::OkStatus();
 }
 
+// Opens `target` (a path, or /proc/self/fd/N of an open image) with
+// `access`, with O_DIRECT first when `direct`; falls back to buffered I/O
+// when the file system refuses O_DIRECT at open. Returns the descriptor or
+// -1 with errno set, and updates `direct` and `note`.
+int OpenMaybeDirect(const std::string& target, int access, bool* direct,
+                    std::string* note) {
+  int raw_fd = open(target.c_str(), access | (*direct ? O_DIRECT : 0));
+  if (raw_fd < 0 && *direct && errno == EINVAL) {
+    *direct = false;
+    *note = Buffered(absl::StrCat("O_DIRECT refused: ", std::strerror(EINVAL)));
+    raw_fd = open(target.c_str(), access);
+  }
+  return raw_fd;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ImageFile>> ImageFile::Open(
@@ -119,19 +134,59 @@ absl::StatusOr<std::unique_ptr<ImageFile>> ImageFile::Open(
   bool direct = want_direct;
   std::string note =
       want_direct ? "O_DIRECT" : Buffered("O_DIRECT not requested");
-  int raw_fd = open(path.c_str(), access | (direct ? O_DIRECT : 0));
-  if (raw_fd < 0 && direct && errno == EINVAL) {
-    direct = false;
-    note = Buffered(absl::StrCat("O_DIRECT refused: ", std::strerror(EINVAL)));
-    raw_fd = open(path.c_str(), access);
-  }
+  int raw_fd = OpenMaybeDirect(path, access, &direct, &note);
   if (raw_fd < 0) {
     return ErrnoError(errno, absl::StrCat("image ", path, " cannot be opened"));
   }
+  return Finish(raw_fd, path, read_only, direct, std::move(note));
+}
+
+absl::StatusOr<std::unique_ptr<ImageFile>> ImageFile::Reopen(
+    int fd, const std::string& label, bool read_only, bool want_direct) {
+  struct stat given = {};
+  if (fstat(fd, &given) != 0) {
+    return ErrnoError(errno,
+                      absl::StrCat("image ", label, " cannot be opened"));
+  }
+  if (!S_ISREG(given.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("image ", label, " is not a regular file"));
+  }
+  // /proc/self/fd/N is the open file itself, not a name: opening it yields
+  // the same inode, even after the image was renamed, removed or replaced.
+  const std::string target = absl::StrCat("/proc/self/fd/", fd);
+  const int access = (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+  bool direct = want_direct;
+  std::string note =
+      want_direct ? "O_DIRECT" : Buffered("O_DIRECT not requested");
+  int raw_fd = OpenMaybeDirect(target, access, &direct, &note);
+  if (raw_fd < 0) {
+    return ErrnoError(errno, absl::StrCat("image ", label,
+                                          " cannot be opened "
+                                          "again from its descriptor"));
+  }
+  FdCloser closer(raw_fd);
+  struct stat reopened = {};
+  if (fstat(raw_fd, &reopened) != 0) {
+    return ErrnoError(errno,
+                      absl::StrCat("image ", label, " cannot be opened"));
+  }
+  // What the kernel guarantees, checked: I/O must go to the file given.
+  if (reopened.st_dev != given.st_dev || reopened.st_ino != given.st_ino) {
+    return absl::InternalError(absl::StrCat("image ", label, ": opening ",
+                                            target, " gave another file"));
+  }
+  return Finish(closer.release(), label, read_only, direct, std::move(note));
+}
+
+absl::StatusOr<std::unique_ptr<ImageFile>> ImageFile::Finish(
+    int raw_fd, const std::string& path, bool read_only, bool direct,
+    std::string note) {
   FdCloser fd(raw_fd);
 
-  // Size and type again from the descriptor: the path may have changed
-  // between stat() and open().
+  // Size and type from the descriptor: the path may have changed between
+  // stat() and open().
+  struct stat st = {};
   if (fstat(raw_fd, &st) != 0) {
     return ErrnoError(errno, absl::StrCat("image ", path, " cannot be opened"));
   }

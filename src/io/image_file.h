@@ -21,6 +21,13 @@ class ImageFile {
   // unreadable, size not a multiple of 512.
   static absl::StatusOr<std::unique_ptr<ImageFile>> Open(
       const std::string& path, bool read_only, bool want_direct);
+  // Opens the file open as `fd` once more, through /proc/self/fd/`fd`: a
+  // new open file description (its own OFD locks, its own O_DIRECT) of the
+  // same inode, whatever has become of the file's name since. `fd` stays
+  // open and the caller's. `label` names the image in messages and path();
+  // nothing is opened by it. O_DIRECT and the checks as for Open().
+  static absl::StatusOr<std::unique_ptr<ImageFile>> Reopen(
+      int fd, const std::string& label, bool read_only, bool want_direct);
   ~ImageFile();
   ImageFile(const ImageFile&) = delete;
   ImageFile& operator=(const ImageFile&) = delete;
@@ -38,6 +45,11 @@ class ImageFile {
   const struct stat& stat_at_open() const { return stat_at_open_; }
 
  private:
+  // Checks the opened `raw_fd` (taking it over) and settles O_DIRECT.
+  static absl::StatusOr<std::unique_ptr<ImageFile>> Finish(
+      int raw_fd, const std::string& path, bool read_only, bool direct,
+      std::string note);
+
   ImageFile(int fd, const struct stat& st, bool direct, bool read_only,
             std::string path, std::string note)
       : fd_(fd),

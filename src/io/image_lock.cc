@@ -168,6 +168,19 @@ absl::Status LockImage(int fd, const std::string& path, bool read_only,
   }
 }
 
+absl::Status JoinImageLock(int fd, const std::string& path, bool read_only) {
+  const std::vector<off_t> bytes = BytesOf(PermissionsFor(read_only));
+  for (off_t byte : bytes) {
+    if (int error = SetByte(fd, byte, F_RDLCK); error != 0) {
+      Unlock(fd, bytes);
+      return ErrnoError(
+          error,
+          absl::StrCat("image ", path, " cannot be locked (byte ", byte, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 void UnlockImage(int fd) {
   struct flock lock = {};
   lock.l_type = F_UNLCK;

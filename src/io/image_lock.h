@@ -38,11 +38,19 @@ inline constexpr std::chrono::milliseconds kLockGrace{2000};
 absl::Status LockImage(int fd, const std::string& path, bool read_only,
                        std::chrono::milliseconds grace = kLockGrace);
 
-// Drops the locks LockImage() took on `fd`. Closing the descriptor is not
-// enough when something else still holds the open file description: an
-// io_uring with the image as a registered file keeps it until the kernel
-// has torn the ring down, after the process exits. So a daemon calls this
-// once its I/O is done, and the image is free when `pvdisk unmount` returns.
+// Takes the locks LockImage() takes, on `fd`, another open of an image that
+// this mount's daemon has already locked with LockImage(), without looking
+// for conflicts (the daemon's own locks would be one). For a backend
+// process: its open keeps the image locked until its own last I/O is done,
+// even if the daemon is gone before it.
+absl::Status JoinImageLock(int fd, const std::string& path, bool read_only);
+
+// Drops the locks LockImage() (or JoinImageLock()) took on `fd`. Closing the
+// descriptor is not enough when something else still holds the open file
+// description: an io_uring with the image as a registered file keeps it until
+// the kernel has torn the ring down, after the process exits. So a daemon calls
+// this once its I/O is done, and the image is free when `pvdisk unmount`
+// returns.
 void UnlockImage(int fd);
 
 }  // namespace pvdisk::io

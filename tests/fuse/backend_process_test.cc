@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backend_process_util.h"
 #include "fuse_harness.h"
 #include "gtest/gtest.h"
 
@@ -28,43 +29,6 @@ namespace pvdisk::fuse_testing {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
-constexpr auto kRestartTimeout = std::chrono::seconds(30);
-
-// The backend process of disk `name`, from the stats header (-1 if none).
-pid_t BackendPid(const std::string& mountpoint, const std::string& name) {
-  DiskStats stats = StatsOf(mountpoint, name);
-  return static_cast<pid_t>(std::stol(stats.config["backend_pid"]));
-}
-
-std::string BackendState(const std::string& mountpoint,
-                         const std::string& name) {
-  return StatsOf(mountpoint, name).config["backend_state"];
-}
-
-// Kills the running backend with SIGKILL and waits until a new one serves
-// the disk; returns false (after failing the test) if none came.
-bool KillBackendAndWaitForNew(const std::string& mountpoint,
-                              const std::string& name) {
-  pid_t old_pid = BackendPid(mountpoint, name);
-  EXPECT_GT(old_pid, 0);
-  if (old_pid <= 0) return false;
-  EXPECT_EQ(kill(old_pid, SIGKILL), 0) << std::strerror(errno);
-  bool restarted = WaitUntil(
-      [&] {
-        pid_t pid = BackendPid(mountpoint, name);
-        return pid > 0 && pid != old_pid &&
-               BackendState(mountpoint, name) == "running";
-      },
-      kRestartTimeout);
-  EXPECT_TRUE(restarted) << "no new backend after killing " << old_pid;
-  return restarted;
-}
-
-bool ProcessGone(pid_t pid) {
-  if (PvdiskProcessAlive(pid)) return false;
-  waitpid(pid, nullptr, WNOHANG);
-  return true;
-}
 
 std::string ReadSmallFileForTest(const std::string& path) {
   std::ifstream in(path);
@@ -216,7 +180,7 @@ TEST(BackendProcessTest, RestartLimitFailsIoWithEioAndUnmountsCleanly) {
   ASSERT_EQ(kill(second, SIGKILL), 0);
   EXPECT_TRUE(WaitUntil(
       [&] { return BackendState(mount.mountpoint(), "disk0.img") == "failed"; },
-      kRestartTimeout));
+      kBackendRestartTimeout));
   ASSERT_TRUE(fio.Wait(std::chrono::seconds(30)))
       << "fio hung on a failed disk";
   EXPECT_NE(fio.result().exit_code, 0) << fio.result().Describe();

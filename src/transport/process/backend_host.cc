@@ -63,14 +63,25 @@ absl::Status Serve(int socket, const EngineFactoryMaker& make_factory,
                    std::vector<HostedQueue>* hosted, BackendGroup* group) {
   PVDISK_ASSIGN_OR_RETURN(Packet packet,
                           ReceivePacket(socket, kSetupTimeoutMs));
-  CloseFds(packet);
+  // The image files, closed on every way out of here: the factory keeps
+  // its own opens of them.
+  struct ClosedAtEnd {
+    Packet* packet;
+    ~ClosedAtEnd() { CloseFds(*packet); }
+  } image_files{&packet};
   PVDISK_ASSIGN_OR_RETURN(BackendSetup setup, DecodeSetup(packet.payload));
+  if (packet.fds.size() != setup.image_files) {
+    return absl::DataLossError(absl::StrCat(
+        "the setup packet carries ", packet.fds.size(),
+        " descriptors for an image of ", setup.image_files, " files"));
+  }
   for (uint32_t q = 0; q < setup.queues; ++q) {
     PVDISK_ASSIGN_OR_RETURN(HostedQueue queue,
                             ReceiveQueue(socket, setup.queue));
     hosted->push_back(std::move(queue));
   }
-  PVDISK_ASSIGN_OR_RETURN(EngineFactory make_engine, make_factory(setup));
+  PVDISK_ASSIGN_OR_RETURN(EngineFactory make_engine,
+                          make_factory(setup, packet.fds));
   std::vector<BackendQueue> queues;
   std::vector<iovec> pools;
   for (HostedQueue& queue : *hosted) {

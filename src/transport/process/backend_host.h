@@ -1,14 +1,16 @@
 // The backend process's side (`pvdisk __backend`, started by a
 // BackendSupervisor): receives one disk's setup and, per queue, only what a
 // Xen blkback shares with its frontend (the ring and data pages as a memfd,
-// the kick and interrupt eventfds) plus the queue's counters, opens the
-// image itself (through the EngineFactoryMaker), serves the rings with the
+// the kick and interrupt eventfds) plus the queue's counters, and the image
+// file(s) as the daemon opened them (never a name to open), makes its
+// engines over them (through the EngineFactoryMaker), serves the rings with the
 // same BackendLoops the daemon runs in --backend thread, and ends when the
 // daemon closes the socket. It knows nothing else of the daemon: the
 // process was exec'd, so none of the daemon's memory is mapped here.
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "transport/process/backend_setup.h"
@@ -17,10 +19,14 @@
 namespace pvdisk::transport::process {
 
 // Makes the engine factory of the disk `setup` describes (its
-// engine_config), opening the image, and holds the fence (io_fence.h) on
-// that open of the image.
-using EngineFactoryMaker =
-    std::function<absl::StatusOr<EngineFactory>(const BackendSetup& setup)>;
+// engine_config) over `image_fds`, the daemon's opens of the image files
+// (setup.image_files of them, in the order of BackendSetup::image_files),
+// and holds the fence (io_fence.h) on its own open of the first one. The
+// descriptors are closed once it returns: what it keeps, it opens again
+// from them (io::ImageFile::Reopen), which is also how it gets an open file
+// description of its own for the fence.
+using EngineFactoryMaker = std::function<absl::StatusOr<EngineFactory>(
+    const BackendSetup& setup, const std::vector<int>& image_fds)>;
 
 // Serves the disk over `socket` (a connected SOCK_SEQPACKET socket) until
 // the daemon closes it. Returns the process exit code: 0 after a clean stop,

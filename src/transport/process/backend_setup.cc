@@ -32,6 +32,7 @@ std::string EncodeSetup(const BackendSetup& setup) {
   out.PutU64(setup.backend.poll_us);
   out.PutString(setup.engine_config);
   out.PutU64(setup.fence_byte);
+  out.PutU64(setup.image_files);
   return out.data();
 }
 
@@ -41,7 +42,7 @@ absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
   QueueOptions& queue = setup.queue;
   std::string protocol;
   uint64_t ring_size, max_segments, persistent, event_idx, read_only, queues,
-      threads, max_inflight, poll_us;
+      threads, max_inflight, poll_us, image_files;
   if (!in.GetString(&protocol) || !in.GetU64(&ring_size) ||
       !in.GetU64(&max_segments) || !in.GetU64(&persistent) ||
       !in.GetU64(&event_idx) || !in.GetU64(&queue.disk_sectors) ||
@@ -49,7 +50,7 @@ absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
       !in.GetString(&queue.name) || !in.GetU64(&queues) ||
       !in.GetU64(&threads) || !in.GetU64(&max_inflight) ||
       !in.GetU64(&poll_us) || !in.GetString(&setup.engine_config) ||
-      !in.GetU64(&setup.fence_byte)) {
+      !in.GetU64(&setup.fence_byte) || !in.GetU64(&image_files)) {
     return Malformed("setup");
   }
   absl::StatusOr<const Protocol*> found = FindProtocol(protocol);
@@ -64,6 +65,10 @@ absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
   setup.backend_threads = static_cast<uint32_t>(threads);
   setup.backend.engine_max_inflight = static_cast<uint32_t>(max_inflight);
   setup.backend.poll_us = static_cast<uint32_t>(poll_us);
+  if (image_files < 1 || image_files > kMaxImageFiles) {
+    return Malformed("setup");
+  }
+  setup.image_files = static_cast<uint32_t>(image_files);
   if (setup.queues < 1 || setup.queues > kMaxQueues ||
       setup.backend_threads < 1 || setup.backend_threads > setup.queues) {
     return Malformed("setup");

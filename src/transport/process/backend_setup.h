@@ -1,5 +1,8 @@
 // What the daemon tells a backend process (the setup packet) and what the
-// backend answers once it serves the rings (the ready packet). After the
+// backend answers once it serves the rings (the ready packet). The setup
+// packet carries the disk's image files as descriptors (SCM_RIGHTS), the
+// daemon's own opens of them: a backend never opens an image by its name,
+// which may name another file by the time a backend (re)starts. After the
 // setup packet come one packet per queue with that queue's descriptors, in
 // the order of QueueFd.
 #pragma once
@@ -10,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "transport/backend_loop.h"
+#include "transport/process/wire.h"
 #include "transport/queue.h"
 
 namespace pvdisk::transport::process {
@@ -28,8 +32,13 @@ struct BackendSetup {
   // cli/backend_command.cc).
   std::string engine_config;
   // The byte of the image the backend holds locked while it lives (see
-  // io_fence.h).
+  // io_fence.h), on its open of the first image file.
   uint64_t fence_byte = 0;
+  // How many descriptors the setup packet carries: the files the disk is
+  // made of, in the order the image layer stacks them (a raw image is one
+  // file; a backing chain would be its top file first, then the files
+  // below). The backend checks it received exactly that many.
+  uint32_t image_files = 0;
 };
 
 // The descriptors of one queue, in their order in its packet.
@@ -40,6 +49,9 @@ enum QueueFd : size_t {
   kIrqFd,         // backend -> frontend notifications
   kQueueFdCount,
 };
+
+// Most image files one disk may have: all go in the setup packet.
+inline constexpr uint32_t kMaxImageFiles = kMaxPacketFds;
 
 std::string EncodeSetup(const BackendSetup& setup);
 absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload);

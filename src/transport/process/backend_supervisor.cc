@@ -47,6 +47,11 @@ BackendSupervisor::BackendSupervisor(Transport* transport,
 
 absl::StatusOr<std::unique_ptr<BackendSupervisor>> BackendSupervisor::Start(
     Transport* transport, const BackendProcessOptions& options) {
+  if (options.image_fds.empty() || options.image_fds.size() > kMaxImageFiles) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a backend process serves an image of 1 to ",
+                     kMaxImageFiles, " files, not ", options.image_fds.size()));
+  }
   std::unique_ptr<BackendSupervisor> supervisor(
       new BackendSupervisor(transport, options));
   PVDISK_ASSIGN_OR_RETURN(supervisor->stop_, EventFd::Create());
@@ -123,7 +128,7 @@ void BackendSupervisor::Watch() {
     // Nothing of the dead backend may still be in flight before its
     // requests go to the ring again.
     absl::Status fenced = WaitForFence(
-        options_.image_fd, fence_byte_,
+        options_.image_fds[0], fence_byte_,
         std::chrono::milliseconds(std::chrono::seconds(kFenceTimeout)));
     if (!fenced.ok()) {
       GiveUp(absl::StrCat("its backend process ", how, ", and ",
@@ -234,7 +239,9 @@ absl::Status BackendSupervisor::Attach() {
   setup.backend = options.backend;
   setup.engine_config = options_.engine_config;
   setup.fence_byte = fence_byte_;
-  PVDISK_RETURN_IF_ERROR(SendPacket(socket_, EncodeSetup(setup), {}));
+  setup.image_files = static_cast<uint32_t>(options_.image_fds.size());
+  PVDISK_RETURN_IF_ERROR(
+      SendPacket(socket_, EncodeSetup(setup), options_.image_fds));
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     Queue& queue = transport_->queue(q);
     std::vector<int> fds(kQueueFdCount);

@@ -1,7 +1,8 @@
 // BackendSupervisor: the daemon's side of --backend process. It runs one
 // disk's backend in a child process (fork, then exec of the pvdisk binary as
-// `pvdisk __backend`, see backend_host.h), hands it each queue's memfd,
-// counters and eventfds over a unix socket, and watches it through a pidfd.
+// `pvdisk __backend`, see backend_host.h), hands it the image file(s) and
+// each queue's memfd, counters and eventfds over a unix socket, and watches
+// it through a pidfd.
 //
 // Recovery: when the backend process dies (any signal or exit), the watcher
 // (1) reaps it, (2) waits for the I/O fence (io_fence.h) so that none of its
@@ -32,6 +33,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "transport/event_fd.h"
@@ -50,8 +52,13 @@ struct BackendProcessOptions {
   std::string label;
   // Deaths tolerated within a minute before the disk fails.
   uint32_t restart_limit = kDefaultRestartLimit;
-  // The daemon's own open of the image, for the I/O fence.
-  int image_fd = -1;
+  // The daemon's own opens of the files the disk is made of, in the order
+  // of BackendSetup::image_files; they stay the daemon's and must outlive
+  // the supervisor. Every backend, the first and each restarted one, gets
+  // them over its socket and does its I/O to these very files, so that
+  // renaming, removing or replacing an image's path while the disk is
+  // mounted changes nothing. The I/O fence is tested on the first one.
+  std::vector<int> image_fds;
   // Passed to the backend's EngineFactoryMaker (BackendSetup::engine_config).
   std::string engine_config;
   // Whether the backend writes its messages to the daemon's stderr. A

@@ -13,6 +13,10 @@
 // shared lock on one byte of its own open of the image, and the kernel drops
 // that lock only when the last reference to that open file description
 // goes, which an io_uring request in flight (or a registered file) holds.
+// OFD locks belong to the inode, so the daemon sees the backend's lock only
+// on the same inode: the backend's open is made from the descriptor the
+// daemon sent it (through /proc/self/fd), never from the image's path, so
+// the inode the fence is tested on is the one the backend writes.
 // The daemon asks (F_OFD_GETLK, which works on a read-only open too) until
 // no other open holds a lock on that byte. Each backend has a byte of its
 // own (NewFenceByte), far beyond QEMU's image locks on bytes 100..299 (see
