@@ -5,17 +5,20 @@
 // changes nothing: reads and writes go to the original inode, which the
 // image lock and the I/O fence are on too. Real mounts, real SIGKILLs.
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "backend_process_util.h"
 #include "fuse_harness.h"
@@ -129,10 +132,16 @@ TEST(BackendImageIdentityTest, RestartedBackendServesTheMovedImage) {
   ASSERT_NE(original, replacement);
   ASSERT_TRUE(KillBackendAndWaitForNew(mount.mountpoint(), "p.img"));
 
-  EXPECT_EQ(ReadBlockDirect(disk, 0), std::string(kBlock, 'A'));
+  const std::string a_block(kBlock, 'A');
+  const std::string b_block(kBlock, 'B');
+  EXPECT_EQ(FirstDifference(a_block, ReadBlockDirect(disk, 0)), "")
+      << "read through the mount";
   WriteBlockDirect(disk, 8192, 'B');
-  EXPECT_EQ(ReadFileRange(moved, 0, kBlock), std::string(kBlock, 'A'));
-  EXPECT_EQ(ReadFileRange(moved, 8192, kBlock), std::string(kBlock, 'B'));
+  EXPECT_EQ(FirstDifference(a_block, ReadFileRange(moved, 0, kBlock)), "")
+      << "the moved image at 0";
+  EXPECT_EQ(FirstDifference(b_block, ReadFileRange(moved, 8192, kBlock), 8192),
+            "")
+      << "the moved image at 8192";
   EXPECT_TRUE(AllZero(ReadFileRange(image, 0, 4 * kBlock)))
       << "the new file at the image's path was written";
 
@@ -225,6 +234,51 @@ TEST(BackendImageIdentityTest, PathChangesBetweenBackendKillsUnderFioVerify) {
       << "the new file at the image's path was written";
   CommandResult unmounted = mount.Unmount();
   EXPECT_EQ(unmounted.exit_code, 0) << unmounted.Describe();
+}
+
+// The backend holds the image lock on its own open too: a daemon killed
+// with SIGKILL while writing leaves its backend to die (the kernel kills it
+// with its parent) and its I/O to drain, and the image is locked until
+// then. That takes far less than the lock's grace, so the next mount of the
+// image, right away, succeeds.
+TEST(BackendImageIdentityTest, ImageIsFreeSoonAfterAKilledDaemonAndItsBackend) {
+  PVDISK_REQUIRE_FUSE();
+  TempDir dir;
+  const std::string image = dir.Path("disk0.img");
+  CreateImage(image, 64 * kMiB);
+  const std::string mountpoint = dir.MakeDir("mnt");
+  pid_t backend = -1;
+  {
+    Mount killed(mountpoint, {"--disk", image, "--backend", "process"});
+    ASSERT_TRUE(killed.ok()) << killed.mount_result().Describe();
+    backend = BackendPid(mountpoint, "disk0.img");
+    ASSERT_GT(backend, 0);
+    Fd fd = Open(killed.Path("disk0.img"), O_WRONLY | O_DIRECT);
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    std::atomic<bool> failed{false};
+    std::thread writer([&] {
+      void* buffer = nullptr;
+      if (posix_memalign(&buffer, kBlock, kMiB) != 0) return;
+      std::memset(buffer, 0x5a, kMiB);
+      for (uint64_t i = 0; !failed; ++i) {
+        if (pwrite(fd.get(), buffer, kMiB, (i % 16) * kMiB) < 0) failed = true;
+      }
+      free(buffer);
+    });
+    EXPECT_TRUE(WaitUntil(
+        [&] { return StatsOf(mountpoint, "disk0.img")["fuse_writes"] > 0; },
+        std::chrono::seconds(30)));
+    kill(killed.daemon_pid(), SIGKILL);
+    writer.join();  // the dead connection fails the next write
+    fd.Close();
+    CommandResult detached = killed.Unmount();
+    EXPECT_EQ(detached.exit_code, 0) << detached.Describe();
+  }
+  Mount again(mountpoint, {"--disk", image, "--backend", "process"});
+  EXPECT_TRUE(again.ok()) << again.mount_result().Describe();
+  EXPECT_TRUE(
+      WaitUntil([&] { return ProcessGone(backend); }, std::chrono::seconds(10)))
+      << "the killed daemon's backend lives on";
 }
 
 }  // namespace
