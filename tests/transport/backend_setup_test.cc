@@ -1,0 +1,85 @@
+// The setup packet of --backend process: the image files travel with it as
+// descriptors, their count in the payload, and the backend takes no other
+// count (a setup without an image file, or with more than one packet can
+// carry, is malformed).
+#include "transport/process/backend_setup.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "transport/process/wire.h"
+
+namespace pvdisk::transport::process {
+namespace {
+
+BackendSetup SomeSetup(uint32_t image_files) {
+  BackendSetup setup;
+  setup.queues = 2;
+  setup.backend_threads = 1;
+  setup.engine_config = "uring\ndisk0.img";
+  setup.fence_byte = 12345;
+  setup.image_files = image_files;
+  return setup;
+}
+
+TEST(BackendSetupTest, ImageFilesRoundTrip) {
+  for (uint32_t files : {1u, 3u, kMaxImageFiles}) {
+    absl::StatusOr<BackendSetup> decoded =
+        DecodeSetup(EncodeSetup(SomeSetup(files)));
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->image_files, files);
+    EXPECT_EQ(decoded->fence_byte, 12345u);
+    EXPECT_EQ(decoded->engine_config, "uring\ndisk0.img");
+  }
+}
+
+TEST(BackendSetupTest, NoImageFileOrTooManyIsMalformed) {
+  for (uint32_t files : {0u, kMaxImageFiles + 1}) {
+    absl::StatusOr<BackendSetup> decoded =
+        DecodeSetup(EncodeSetup(SomeSetup(files)));
+    ASSERT_FALSE(decoded.ok()) << files;
+    EXPECT_EQ(decoded.status().message(),
+              "malformed setup packet from the peer");
+  }
+}
+
+// The image file sent with the setup arrives as a descriptor of the same
+// inode, even after its path was given to another file (and removed).
+TEST(BackendSetupTest, TheImageFileTravelsWithTheSetup) {
+  char path[] = "/tmp/pvdisk_setup_test.XXXXXX";
+  int image = mkstemp(path);
+  ASSERT_GE(image, 0);
+  struct stat sent = {};
+  ASSERT_EQ(fstat(image, &sent), 0);
+  ASSERT_EQ(unlink(path), 0);
+  int created = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  unlink(path);
+  ASSERT_GE(created, 0);
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+  ASSERT_TRUE(SendPacket(pair[0], EncodeSetup(SomeSetup(1)), {image}).ok());
+  absl::StatusOr<Packet> packet = ReceivePacket(pair[1], 1000);
+  ASSERT_TRUE(packet.ok()) << packet.status();
+  absl::StatusOr<BackendSetup> setup = DecodeSetup(packet->payload);
+  ASSERT_TRUE(setup.ok()) << setup.status();
+  ASSERT_EQ(packet->fds.size(), setup->image_files);
+  struct stat received = {};
+  ASSERT_EQ(fstat(packet->fds[0], &received), 0);
+  EXPECT_EQ(received.st_ino, sent.st_ino);
+  EXPECT_EQ(received.st_dev, sent.st_dev);
+  CloseFds(*packet);
+  close(pair[0]);
+  close(pair[1]);
+  close(created);
+  close(image);
+}
+
+}  // namespace
+}  // namespace pvdisk::transport::process
