@@ -8,12 +8,14 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -30,10 +32,15 @@ namespace {
 constexpr uint64_t kMiB = 1 << 20;
 constexpr size_t kBlock = 4096;
 
-ino_t InodeOf(const std::string& path) {
+// A file's identity as /proc/locks shows it: "MAJ:MIN:INODE", the device
+// numbers in hex (at least two digits), the inode in decimal.
+std::string LockIdOf(const std::string& path) {
   struct stat st = {};
   EXPECT_EQ(stat(path.c_str(), &st), 0) << path << ": " << std::strerror(errno);
-  return st.st_ino;
+  char id[64];
+  snprintf(id, sizeof(id), "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev),
+           static_cast<unsigned long long>(st.st_ino));
+  return id;
 }
 
 // One block through the mount with O_DIRECT, so that it comes from the
@@ -78,24 +85,18 @@ bool AllZero(const std::string& data) {
   return std::all_of(data.begin(), data.end(), [](char c) { return c == 0; });
 }
 
-// OFD locks on `inode` from /proc/locks whose range overlaps [first, last]
-// (lines "N: OFDLCK ADVISORY READ -1 MAJ:MIN:INODE START END"; the kernel
-// shows one line per range an open file description holds, adjacent bytes
-// merged).
-int OfdLocksOn(ino_t inode, uint64_t first, uint64_t last) {
+// OFD locks on the file `lock_id` (LockIdOf) from /proc/locks whose range
+// overlaps [first, last] (lines "N: OFDLCK ADVISORY READ -1 MAJ:MIN:INODE
+// START END"; the kernel shows one line per range an open file description
+// holds, adjacent bytes merged).
+int OfdLocksOn(const std::string& lock_id, uint64_t first, uint64_t last) {
   std::ifstream locks("/proc/locks");
   int count = 0;
   for (std::string line; std::getline(locks, line);) {
     std::istringstream fields(line);
     std::string id, kind, mode, type, pid, device, start, end;
     fields >> id >> kind >> mode >> type >> pid >> device >> start >> end;
-    if (kind != "OFDLCK") continue;
-    // MAJ:MIN:INODE, the inode in decimal.
-    const size_t colon = device.rfind(':');
-    if (colon == std::string::npos ||
-        device.substr(colon + 1) != std::to_string(inode)) {
-      continue;
-    }
+    if (kind != "OFDLCK" || device != lock_id) continue;
     const uint64_t from = std::stoull(start);
     const uint64_t to = end == "EOF" ? UINT64_MAX : std::stoull(end);
     if (from <= last && to >= first) ++count;
@@ -120,7 +121,7 @@ TEST(BackendImageIdentityTest, RestartedBackendServesTheMovedImage) {
   const std::string image = dir.Path("p.img");
   const std::string moved = dir.Path("p_old.img");
   CreateImage(image, 64 * kMiB);
-  const ino_t original = InodeOf(image);
+  const std::string original = LockIdOf(image);
   Mount mount(dir.MakeDir("mnt"), {"--disk", image, "--backend", "process"});
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
   const std::string disk = mount.Path("p.img");
@@ -128,7 +129,7 @@ TEST(BackendImageIdentityTest, RestartedBackendServesTheMovedImage) {
 
   ASSERT_EQ(rename(image.c_str(), moved.c_str()), 0) << std::strerror(errno);
   CreateImage(image, 64 * kMiB);
-  const ino_t replacement = InodeOf(image);
+  const std::string replacement = LockIdOf(image);
   ASSERT_NE(original, replacement);
   ASSERT_TRUE(KillBackendAndWaitForNew(mount.mountpoint(), "p.img"));
 
