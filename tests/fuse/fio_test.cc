@@ -257,10 +257,11 @@ INSTANTIATE_TEST_SUITE_P(FrontendsAndEngines, EioTest,
                          FrontendEngineName);
 
 // ---------------------------------------------------------------------------
-// pvdisk unmount while fio writes: it finishes in-flight I/O, so every 4 KiB
-// block holds either the old or the new bytes, never a mix. At full speed
-// fio overwrites the whole 64 MiB several times in 1.5 s, so a second run
-// limits its rate, leaving old blocks next to new ones for the check.
+// pvdisk unmount while fio writes (as soon as the stats show writes on the
+// ring): it finishes in-flight I/O, so every 4 KiB block holds either the
+// old or the new bytes, never a mix. At full speed fio may overwrite the
+// whole 64 MiB in a second, so a second run limits its rate, leaving old
+// blocks next to new ones for the check.
 
 // (frontend, "FullSpeed" or "RateLimited")
 class UnmountDuringIoTest
@@ -287,7 +288,16 @@ TEST_P(UnmountDuringIoTest, FinishesInFlightWritesWithoutTornBlocks) {
   if (rate_limited) args.push_back("--rate=16m");
   BackgroundProcess fio(FioCommand(mount.Path("disk0.img"), args));
   ASSERT_TRUE(fio.started());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Unmount once fio's writes are going: some done (so that new blocks
+  // reach the image) and some in flight on the ring at this moment.
+  DiskStats at_unmount;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        at_unmount = StatsOf(mount.mountpoint(), "disk0.img");
+        return at_unmount["writes_done"] >= 32 && at_unmount["inflight"] > 0;
+      },
+      std::chrono::seconds(30)))
+      << "fio's writes never were in flight";
   ASSERT_FALSE(fio.Wait(std::chrono::milliseconds(0)))
       << "fio ended before the unmount: " << fio.result().Describe();
 

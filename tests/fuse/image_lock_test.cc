@@ -134,9 +134,18 @@ TEST_F(ImageLockTest, TheImageIsFreeRightAfterItsDaemonIsKilled) {
       }
       free(buffer);
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // Killed in the middle of writes: once some are done and one is in
+    // the daemon.
+    const bool writing = WaitUntil(
+        [&] {
+          DiskStats stats = StatsOf(killed.mountpoint(), "disk0.img");
+          return stats["writes_done"] > 0 &&
+                 stats["fuse_writes"] > stats["writes_done"];
+        },
+        std::chrono::seconds(30));
     kill(killed.daemon_pid(), SIGKILL);
     writer.join();  // the dead connection fails the next write
+    EXPECT_TRUE(writing) << "the writer's writes never were in the daemon";
     fd.Close();
     CommandResult detached = killed.Unmount();
     EXPECT_EQ(detached.exit_code, 0) << detached.Describe();

@@ -22,9 +22,9 @@
 // flight per thread: synchronous pwrite calls to one FUSE file are
 // serialised by the kernel's inode lock and would never race.
 #include <fcntl.h>
-#include <linux/aio_abi.h>
 #include <linux/falloc.h>
-#include <sys/syscall.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,6 +41,7 @@
 
 #include "fuse_harness.h"
 #include "gtest/gtest.h"
+#include "linux_aio.h"
 
 namespace pvdisk::fuse_testing {
 namespace {
@@ -118,22 +119,6 @@ std::string DataOf(const Op& op) {
     data[i] = static_cast<char>(PatternByte(op.id, op.offset + i));
   }
   return data;
-}
-
-// Linux native AIO, by system call (no library needed).
-int IoSetup(unsigned depth, aio_context_t* context) {
-  return static_cast<int>(syscall(SYS_io_setup, depth, context));
-}
-int IoDestroy(aio_context_t context) {
-  return static_cast<int>(syscall(SYS_io_destroy, context));
-}
-int IoSubmit(aio_context_t context, iocb* one) {
-  iocb* list[1] = {one};
-  return static_cast<int>(syscall(SYS_io_submit, context, 1, list));
-}
-int IoGetEvents(aio_context_t context, long max, io_event* events) {
-  return static_cast<int>(
-      syscall(SYS_io_getevents, context, 1, max, events, nullptr));
 }
 
 // Runs `ops` in order on `fd` (opened O_DIRECT, so FUSE keeps several
@@ -275,12 +260,30 @@ TEST_P(WriteOrderTest, RacingAlignedUnalignedAndZeroWritesKeepTheLastValue) {
   TempDir dir;
   const std::string image = dir.Path("disk0.img");
   CreateImage(image, 4 * kMiB);
-  // Two queues taken in turn and more FUSE threads than cores, so that the
-  // parts of one read-modify-write and the writes racing it travel apart.
-  Mount mount(dir.MakeDir("mnt"),
-              {"--disk", image, "--frontend", GetParam(), "--queues", "2",
-               "--queue-map", "round-robin", "--fuse-threads", "8"});
+  std::vector<std::string> args = {"--disk", image, "--frontend", GetParam()};
+  const bool classic = TestFuseIo() == "classic";
+  if (classic) {
+    // Two queues taken in turn and more FUSE threads than cores, so that
+    // the parts of one read-modify-write and the writes racing it travel
+    // apart.
+    args.insert(args.end(), {"--queues", "2", "--queue-map", "round-robin",
+                             "--fuse-threads", "8"});
+  }
+  // On the uring channel, its default setup and nothing else (inline
+  // placement: one queue per CPU, driven by the FUSE queue thread of that
+  // CPU); the writer threads run on different CPUs, so their requests
+  // arrive on different queues.
+  Mount mount(dir.MakeDir("mnt"), args);
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  {
+    DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+    EXPECT_EQ(stats.config["fuse_io"], classic ? "classic" : "uring");
+    EXPECT_EQ(stats.config["placement"], DefaultPlacement(stats));
+    if (!classic) {
+      EXPECT_EQ(ConfigNumber(stats, "queues"), DefaultQueueCount(stats));
+    }
+  }
+  const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   Fd check_fd = Open(mount.Path("disk0.img"), O_RDONLY);
   ASSERT_TRUE(check_fd.valid()) << std::strerror(errno);
 
@@ -303,6 +306,10 @@ TEST_P(WriteOrderTest, RacingAlignedUnalignedAndZeroWritesKeepTheLastValue) {
     std::vector<int> thread_errors(kThreads, 0);
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
+        cpu_set_t cpu;
+        CPU_ZERO(&cpu);
+        CPU_SET(static_cast<int>(t % cpus), &cpu);
+        pthread_setaffinity_np(pthread_self(), sizeof(cpu), &cpu);
         Fd fd = Open(mount.Path("disk0.img"), O_RDWR | O_DIRECT);
         if (!fd.valid() || !RunOps(fd.get(), per_thread[t])) {
           thread_errors[t] = errno;
@@ -336,6 +343,15 @@ TEST_P(WriteOrderTest, RacingAlignedUnalignedAndZeroWritesKeepTheLastValue) {
     before = std::move(actual);
   }
   check_fd.Close();
+  if (cpus > 1) {
+    // The race crossed queues: more than one queue carried writes.
+    DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+    int queues_with_writes = 0;
+    for (const auto& queue : stats.queues) {
+      if (queue.at("reqs_write") > 0) ++queues_with_writes;
+    }
+    EXPECT_GE(queues_with_writes, 2);
+  }
   CommandResult unmounted = mount.Unmount();
   EXPECT_EQ(unmounted.exit_code, 0) << unmounted.Describe();
   // What the mount showed last is what the image holds.
