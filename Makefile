@@ -54,7 +54,7 @@ run: build-pvdisk
 # The ctest tests fuzz.NAME run the fuzzing tree's targets a few seconds each.
 # ctest runs CTEST_JOBS tests at a time: most of a FUSE test's time is
 # waiting (mounts, fio's start-up); on 2 CPUs the whole run took 628 s at 4
-# against 985 s one at a time without the fuzz tests (docs/PERFORMANCE.md).
+# against 985 s one at a time without the fuzz tests (measured 2026-12-04).
 # The tests that time or count what a CPU does are marked RUN_SERIAL and run
 # alone (tests/fuse/CMakeLists.txt, tests/rbd/, tests/bench/).
 test: ctest-jobs build fuzz-build

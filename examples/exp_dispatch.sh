@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Experiment: dispatch policy (BENCHMARKING.md experiment 3, issue 5).
+# Experiment: dispatch policy (docs/experiments.md, experiment 3).
 # Sequential 4 KiB writes on a 32-slot ring, one queue: --dispatch when-room
 # (requests stay mergeable while the ring is full) vs always (taken out at
 # once, waiting where nothing merges), and merging off as the baseline.

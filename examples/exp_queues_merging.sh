@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Experiment: queues and merging (BENCHMARKING.md experiment 1, issue 5).
+# Experiment: queues and merging (docs/experiments.md, experiment 1).
 # Sequential reads at 512 B .. 128 KiB, iodepth 32, numjobs = queues, on a
 # small ring (32 slots) so that it fills: 1 vs 8 queues, merge on vs off.
 # Each row: fio's numbers, ring requests per FUSE request, average request

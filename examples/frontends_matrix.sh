@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The standard matrix of design/BENCHMARKING.md on the three frontends, side
+# The standard matrix (docs/PERFORMANCE.md) on the three frontends, side
 # by side in one run: blkif vs virtio vs virtio-packed (default settings
 # otherwise), with kicks
 # and interrupts per ring request from the counters. The matrix itself is

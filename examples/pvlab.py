@@ -14,7 +14,7 @@ once; the job runs on them one after another, --rounds times, and rows are
 medians. Ratios are quoted against the first config. --job takes fio options
 without dashes; --jobfile a fio job file (its ${VARS} come from the
 environment, e.g. BS=4k QD=32); --matrix runs the standard matrix of
-design/BENCHMARKING.md (or the listed jobs of it), one table per job.
+docs/PERFORMANCE.md (or the listed jobs of it), one table per job.
 The mounts, fio runs, medians and tables are bench/pvbench's, shared with
 bench/compare and bench/experiments.
 """

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Random 4 KiB reads at iodepth 32 through pvdisk vs the same job on the image
-# file itself, side by side in one run (design/BENCHMARKING.md: ratios, not
+# file itself, side by side in one run (docs/PERFORMANCE.md: ratios, not
 # absolute numbers): bench/compare's rr4k_qd32 row on those two targets,
 # with the median over the rounds and pvdisk's counters.
 #

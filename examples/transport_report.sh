@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The transport measurements of issue 3, side by side in one run each:
+# The transport measurements, side by side in one run each:
 #  1. random 4 KiB reads, iodepth 32, 2 jobs: 1 vs 4 queues
 #  2. sequential 1 MiB reads: max segments 32 vs 256 (request size)
 #  3. kicks and interrupts per request at iodepth 1 vs 32, event-idx vs always

@@ -1,4 +1,4 @@
-"""fio: the standard matrix of design/BENCHMARKING.md, the command line of
+"""fio: the standard matrix (docs/PERFORMANCE.md), the command line of
 one job, and the numbers read from fio's JSON output."""
 import json
 import os
@@ -7,7 +7,7 @@ import subprocess
 
 from . import BenchError
 
-# Options every measured job gets (BENCHMARKING.md: the standard matrix).
+# Options every measured job gets (the standard matrix, docs/PERFORMANCE.md).
 COMMON = ["--ioengine=io_uring", "--direct=1", "--time_based",
           "--group_reporting"]
 

@@ -210,7 +210,7 @@ class FuseFloor(Target):
 
 class QsdExport(Target):
     """qemu-storage-daemon exporting the image over FUSE onto a file, as
-    BENCHMARKING.md's peer. Paths are absolute: the daemon changes to / and
+    the peer of docs/PERFORMANCE.md. Paths are absolute: the daemon changes to / and
     could not unmount a relative mountpoint when it stops. locking=off, as
     the lab's pvdisk mounts take no lock: they share the image side by
     side."""

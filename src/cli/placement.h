@@ -19,7 +19,7 @@
 // auto (the default): inline where the FUSE channel is uring, no flag
 // asks for something inline cannot do and no disk is rbd:; backend-thread
 // otherwise. rbd: disks measured the same in both placements
-// (docs/PERFORMANCE.md, "RBD: librbd's write scheduler"), and with one
+// (measured 2026-12-02), and with one
 // backend thread a single engine collects every completion, where inline
 // engines hand each other theirs through mailboxes.
 #pragma once

@@ -6,7 +6,8 @@
 // waiting for the write order (an unaligned write behind another one) and
 // between the read and the write phase of a read-modify-write. The queues
 // only see requests once they are submitted, so only this count knows about
-// an operation that will submit later (issue 10, defect 1).
+// an operation that will submit later; waiting for the queues alone would
+// miss it and leave unmount waiting forever.
 //
 // Cost: one atomic increment and one decrement per operation on a counter
 // shared by every thread using the disk; the mutex is taken only by a

@@ -49,7 +49,7 @@ absl::Status Configure(rados_t cluster, const RbdSpec& spec) {
       // requests; below them the hold made sequential 1 MiB writes on 4 MiB
       // objects go out about one object at a time: fio's rbd engine with
       // the cache off wrote 352-437 IOPS with the scheduler and 511-555
-      // without (docs/PERFORMANCE.md, "RBD: librbd's write scheduler").
+      // without (docs/perf/compare-rbd-2026-12-02-scheduler-none.md).
       {"rbd_io_scheduler", "none"},
   };
   for (const auto& [key, value] : settings) {

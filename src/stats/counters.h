@@ -1,6 +1,6 @@
 // The names and kinds of the per-queue counters. The same names are the
-// columns of the `stats` table and the keys of `stats.json`; see
-// design/ARCHITECTURE.md. A counter is listed here only once something in the
+// columns of the `stats` table and the keys of `stats.json` (docs/reference.md
+// lists them for users). A counter is listed here only once something in the
 // data path really measures it.
 #pragma once
 

@@ -3,7 +3,7 @@
 // lower bound) and a percentile, reported as its bucket's upper bound, is
 // within 0.8% of the true sample. Values below 128 ns get a bucket each;
 // the buckets reach 2^34 ns (17.2 s), and anything longer is counted in the
-// last bucket. This covers 1 us to 10 s at 1% accuracy, as issue 14 asks.
+// last bucket. This covers 1 us to 10 s at 1% accuracy.
 // Recording is one relaxed atomic increment, so any thread may record.
 #pragma once
 

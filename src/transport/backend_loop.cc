@@ -411,7 +411,7 @@ bool BackendLoop::ShouldPoll() const {
   // At depth the engine's completions keep us busy anyway, and spinning
   // only takes a core from the threads that feed us (measured: polling
   // before every sleep cost sr128k_qd8 a quarter of its throughput;
-  // docs/PERFORMANCE.md).
+  // measured 2026-11-30).
   return options_.poll_us > 0 && depth_ewma_ < kPollDepthLimit * kEwmaScale;
 }
 
@@ -420,7 +420,7 @@ uint32_t BackendLoop::DrivenPollUs() const {
   // next event is a new FUSE request, whose submitter runs on the driver's
   // own CPU (the kernel queues a request on its caller's CPU) and could not
   // run while the driver spins there. (Measured: spinning for the next
-  // request too gained nothing at rr4k_qd1, docs/PERFORMANCE.md.)
+  // request too gained nothing at rr4k_qd1, 2026-12-02.)
   if (!driven_ || engine_ == nullptr || engine_->inflight() == 0) return 0;
   return ShouldPoll() ? options_.poll_us : 0;
 }

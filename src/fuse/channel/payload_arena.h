@@ -18,14 +18,14 @@
 // one descriptor per segment: native fio on this machine's disk read
 // 128 KiB blocks 4x faster from hugetlb buffers than from its own, and
 // pvdisk with huge entries beat the same build without them by 1.1-2.4x
-// side by side (by how much moved with the disk; docs/PERFORMANCE.md,
-// "Huge pages for the FUSE payloads" and "Why the matrix did not show the
-// huge entries"). Why the top ones: the channel registers entries in index
-// order and the kernel hands out the entry registered (later: committed)
-// last first, so a fresh queue that never holds more than huge_entries
-// requests at once only ever uses huge ones; and the channel commits each
-// batch of replies in index order, so that after a deeper burst has
-// cycled through other entries the top ones come back on top (mostly:
+// side by side (by how much moved with the disk; measured 2026-12-02,
+// docs/perf/compare-2026-12-02-huge-pages.md and
+// compare-2026-12-02-index-order-commits-*.md). Why the top ones: the channel
+// registers entries in index order and the kernel hands out the entry
+// registered (later: committed) last first, so a fresh queue that never holds
+// more than huge_entries requests at once only ever uses huge ones; and the
+// channel commits each batch of replies in index order, so that after a deeper
+// burst has cycled through other entries the top ones come back on top (mostly:
 // a reply committed alone goes on top whatever its index). What it costs: a
 // touched huge entry is resident as a whole (2 MiB for two entries of 1 MiB),
 // so at most huge_entries * payload_bytes per queue that has been that busy.

@@ -16,7 +16,8 @@
 //     a loop device 1.3-1.5x, the virtio disk within its noise (one job) and
 //     1.1x (two jobs). Left to the scheduler instead, the thread is often
 //     woken onto its caller's CPU (the null engine gave 200K or 384K IOPS,
-//     run to run). docs/PERFORMANCE.md, "Where the queue threads run".
+//     run to run). Measured 2026-12-02:
+//     docs/perf/compare-2026-12-02-queue-pin-*.md.
 #pragma once
 
 #include <sched.h>

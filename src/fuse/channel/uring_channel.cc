@@ -39,7 +39,7 @@ constexpr size_t kHeaderBytes = 512;  // one fuse_uring_req_header, padded
 // the round, the device saw ~490 KiB requests at a depth of 1.1 (2.8 merges
 // per request); committed at once, ~170 KiB at a depth of 3.4, and 1.2-1.6x
 // the IOPS. 32 KiB reads at iodepth 16 did not move either way
-// (docs/PERFORMANCE.md, "Large replies committed at once").
+// (docs/perf/compare-2026-12-04-commit-at-once.md).
 constexpr size_t kCommitAtOnceBytes = 64 << 10;
 // A queue thread holding two or more requests that weigh this many units
 // at once sends every other reply out through another queue thread
@@ -257,7 +257,7 @@ struct UringChannel::Queue final : public io::RingLender {
   // Measured at rr4k_qd1 on a loop device over tmpfs: a spin without the yield
   // 0.34/0.48/0.50 of native, no spin 0.50/0.45/0.45, the yielding spin
   // 0.53/0.52/0.50 and 0.76/0.55/0.52; on vda the yielding spin 0.59-0.61
-  // against 0.54-0.61 (docs/PERFORMANCE.md).
+  // against 0.54-0.61 (measured 2026-12-02).
   bool SpinForCompletion(uint32_t us, const std::atomic<bool>& stop) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::microseconds(us);
@@ -280,7 +280,8 @@ struct UringChannel::Queue final : public io::RingLender {
   // a queue that holds few requests at once keeps to them even after a
   // deeper burst has cycled through the others. Committed in the order
   // answered, a 128 KiB job at depth 8 after a 4 KiB job at depth 32
-  // kept the burst's last entries (docs/PERFORMANCE.md).
+  // kept the burst's last entries
+  // (docs/perf/compare-2026-12-02-index-order-commits-*.md).
   void FlushCommits(const std::vector<std::unique_ptr<Queue>>& all) {
     std::sort(local_commits.begin(), local_commits.end());
     for (uint64_t tag : local_commits) {
@@ -523,7 +524,7 @@ std::span<uint8_t> UringChannel::PayloadBuffer(uint64_t slot) {
 // per block-layer plug and a device await of 294 us, against 113 us for
 // native fio at the same device depth; submitting every 4 requests made it
 // 4 per plug and pvdisk 15-18% faster on the 4 KiB jobs at depth
-// (docs/PERFORMANCE.md, "Convoys at the device").
+// (measured 2026-12-01).
 constexpr unsigned kEarlySubmitEvery = 4;
 
 void UringChannel::Run(Queue* queue) {
@@ -543,11 +544,10 @@ void UringChannel::Run(Queue* queue) {
     // for the thread's next io_uring_enter, which comes every round (a busy
     // round enters too, below). Measured at fio 128 KiB sequential reads,
     // iodepth 8, inline placement, same build side by side: 4.0K -> 6.7K
-    // IOPS (docs/PERFORMANCE.md, "Completions that interrupt the queue
-    // thread"); the 4 KiB jobs moved by less than this machine's noise.
-    // TASKRUN_FLAG: the kernel flags pending completions in the SQ ring, so
-    // every io_uring_submit (the early ones within a round too) also
-    // collects them.
+    // IOPS (measured 2026-12-01); the 4 KiB jobs moved by less than this
+    // machine's noise. TASKRUN_FLAG: the kernel flags pending completions in
+    // the SQ ring, so every io_uring_submit (the early ones within a round too)
+    // also collects them.
     params.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE |
                    IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
     // Room for every entry's command, the wake read and the companion's
