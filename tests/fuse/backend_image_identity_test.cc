@@ -111,10 +111,9 @@ constexpr uint64_t kHoldsWriteByte = 101;
 // The I/O fence bytes start at 1 TiB (transport/process/io_fence.cc).
 constexpr uint64_t kFenceBytesFirst = uint64_t{1} << 40;
 
-// The reproduction: after the image is moved away and a new image
-// is created at its path, a restarted backend still reads and writes the
-// moved image, holds the image lock and the fence on it, and leaves the new
-// file alone.
+// After the image is moved away and a new image is created at its path, a
+// restarted backend still reads and writes the moved image, holds the image
+// lock and the fence on it, and leaves the new file alone.
 TEST(BackendImageIdentityTest, RestartedBackendServesTheMovedImage) {
   PVDISK_REQUIRE_FUSE();
   TempDir dir;

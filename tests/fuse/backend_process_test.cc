@@ -1,8 +1,8 @@
-// --backend process (issue 13): each disk's backend in a process of its
-// own, restarted with nothing lost when it dies, failing with EIO past the
-// restart limit, and seeing nothing of the daemon but the shared regions.
-// Everything runs on a real mount with the real pvdisk binary; the backend
-// is killed with real SIGKILLs.
+// --backend process: each disk's backend in a process of its own, restarted
+// with nothing lost when it dies, failing with EIO past the restart limit, and
+// seeing nothing of the daemon but the shared regions. Everything runs on a
+// real mount with the real pvdisk binary; the backend is killed with real
+// SIGKILLs.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>

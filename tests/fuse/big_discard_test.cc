@@ -1,9 +1,9 @@
-// Hole punches of 2 TiB and more through the mount (issue 10, defect 3): on
-// a sparse 3 TiB image, fallocate(PUNCH_HOLE) of ranges just below, at and
-// above 2^32 sectors must punch the whole range under every frontend
-// (virtio splits it at max_discard_sectors, counted as `splits`), and leave
-// the bytes past it alone. Only holes are punched: zeroing terabytes would
-// allocate them.
+// Hole punches of 2 TiB and more through the mount, beyond what one
+// virtio-blk discard segment (32 bits of sectors) can carry: on a sparse 3 TiB
+// image, fallocate(PUNCH_HOLE) of ranges just below, at and above 2^32 sectors
+// must punch the whole range under every frontend (virtio splits it at
+// max_discard_sectors, counted as `splits`), and leave the bytes past it alone.
+// Only holes are punched: zeroing terabytes would allocate them.
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <unistd.h>

@@ -3,8 +3,8 @@
 // engine cap then limits IOPS as it would on a remote disk; data survives
 // completions held out of order; an unmount with completions held finishes.
 //
-// These are the functional checks of a latency model, so two of
-// them compare times. They hold with a wide margin on an idle machine; on a
+// A latency model is judged by the latency it adds, so two of these checks
+// compare times. They hold with a wide margin on an idle machine; on a
 // loaded one, scheduling can only add latency, so each such measurement is
 // taken up to three times and the best attempt counts; the latency the
 // delay adds is measured against an undelayed disk run beside it.
@@ -113,7 +113,7 @@ TEST_P(DelayTest, NullDiskShowsTheDelayInFioAndInTheStats) {
   // two busy loops beside it fio's maximum was 7.5-8.1 ms, its mean 2130
   // and its median 2056-2073 us; on loaded CI hosts the mean of the best of
   // three runs came to 2200-2310 us, and once even the best median to 2212.
-  // So the "within 10% of 2 ms" is checked on what the delay adds
+  // So the model's bound, within 10% of 2 ms, is checked on what the delay adds
   // to fio's median over the undelayed disk's, run just before it; the
   // mean only for a delay applied twice (4 ms); and the stats' median,
   // taken inside pvdisk from submission to completion, in the histogram

@@ -1,8 +1,7 @@
 // Faults of the transport and its engine through a real mount, with fio:
-// an I/O engine that fails as a whole (issue 11, point 5) and plugging with
-// inline interrupts (issue 10, defect 2) must reach fio as errors or
-// finish, never hang; afterwards the disk serves correct data and unmount
-// finishes.
+// an I/O engine that fails as a whole and plugging with inline interrupts
+// must reach fio as errors or finish, never hang; afterwards the disk serves
+// correct data and unmount finishes.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -90,9 +89,9 @@ INSTANTIATE_TEST_SUITE_P(FrontendsAndEngines, EngineFailureTest,
                          FrontendsTimesEngines({"uring", "sync"}),
                          FrontendEngineName);
 
-// --plug-us with the default --irq inline (issue 10, defect 2): the issue's
-// fio job (a 32-entry ring, iodepth 64, a 2 ms plug) never finished, its
-// staged requests stranded once nothing was in flight. It must finish
+// --plug-us with the default --irq inline: a fio job that fills a 32-entry
+// ring (iodepth 64, a 2 ms plug) must not strand staged requests once
+// nothing is in flight (a plug deadline must wake someone). It must finish
 // cleanly in both interrupt modes, and unmount must finish.
 class PlugTest : public ::testing::TestWithParam<std::string> {};
 

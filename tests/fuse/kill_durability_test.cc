@@ -1,9 +1,10 @@
-// kill -9 loses nothing that was fsynced (issue 11, point 7): numbered
-// blocks are written through the mount with an fsync after every batch; the
-// last block whose fsync returned is recorded in the test process (outside
-// the mount); the daemon is killed with SIGKILL mid-stream, `pvdisk
-// unmount` detaches the dead mount, and every fsynced block must be in the
-// image. Every frontend, with persistent grants on and off.
+// kill -9 loses nothing that was fsynced (an fsync returns only once the
+// image's file system has the data): numbered blocks are written through the
+// mount with an fsync after every batch; the last block whose fsync returned is
+// recorded in the test process (outside the mount); the daemon is killed with
+// SIGKILL mid-stream, `pvdisk unmount` detaches the dead mount, and every
+// fsynced block must be in the image. Every frontend, with persistent grants on
+// and off.
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>

@@ -1,8 +1,9 @@
-// Unmount while overlapping unaligned writes are queued behind one another
-// on different queues (issue 10, defect 1): every run must unmount in
-// bounded time, answer every write issued (done or failed), and leave an
-// image in which every block holds its last write that succeeded (or the
-// one the unmount failed): no update lost, none torn.
+// Unmount while overlapping unaligned writes are queued behind one another on
+// different queues (a write waiting behind another is in no queue yet, so
+// unmount must wait for it too): every run must unmount in bounded time, answer
+// every write issued (done or failed), and leave an image in which every block
+// holds its last write that succeeded (or the one the unmount failed): no
+// update lost, none torn.
 #include <fcntl.h>
 #include <signal.h>
 
@@ -31,7 +32,8 @@ constexpr uint64_t kBlocks = 4096 / kBlockSize;  // 40
 constexpr int kWriters = 2;  // writer w owns the blocks b with b % 2 == w
 constexpr int kRuns = 5;
 
-// The issue's two reproductions.
+// Two ways for a write and the one waiting behind it to be on different
+// queues at unmount.
 struct DrainCase {
   const char* name;
   std::vector<std::string> mount_flags;
@@ -39,13 +41,13 @@ struct DrainCase {
 };
 const DrainCase kCases[] = {
     // Every request to the next queue: a write and the one waiting behind
-    // it land on different queues. Hung in 2 of 3 runs on main (the issue);
-    // this test on main hung in run 2 of 5, and in run 1 on a second try.
-    // Five runs at 2 in 3 miss it about once in 250.
+    // it land on different queues. An unmount that waits for the queues
+    // alone hangs in about 2 of 3 runs of this case, so five runs miss it
+    // about once in 250.
     {"RoundRobin", {"--queues", "2", "--queue-map", "round-robin"}, 0},
     // Default flags (with backend threads, 1 MiB stripes per queue), 4 KiB
-    // straddling a stripe boundary. Hung in 1 of 4 runs on main (the
-    // issue); this test on main hung in run 1.
+    // straddling a stripe boundary: an unmount that waits for the queues
+    // alone hangs in about 1 of 4 runs of this case.
     {"StraddlingAStripe", {}, kMiB - 2 * 1024},
 };
 

@@ -1,7 +1,7 @@
 // Aligned writes, unaligned writes (read-modify-write) and zeroing racing on
-// the same sectors through a real mount (issue 11, point 4): afterwards
-// every byte must hold the value of a write that may have been the last to
-// reach it.
+// the same sectors through a real mount (a read-modify-write must not undo
+// a write that overlapped it): afterwards every byte must hold the value of a
+// write that may have been the last to reach it.
 //
 // The model. Each operation gets its own byte pattern (zero ranges write
 // zeros, which no pattern byte is) and records when its system call began

@@ -2,7 +2,7 @@
 // (io::kMaxIovecs): our own frontend never sends one (merges stop at that
 // bound), but another frontend may scatter its pages. The backend serves it
 // through one contiguous copy (`bounced_reqs`), never failing it for a limit
-// of the engine (issue 10, defect 4). Here a hand-driven blkif driver ring
+// of the engine. Here a hand-driven blkif driver ring
 // sends 2048-page requests whose pages are all apart.
 #include <fcntl.h>
 #include <unistd.h>

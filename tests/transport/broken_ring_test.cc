@@ -1,7 +1,7 @@
 // A ring the backend gives up on (the frontend published an impossible
-// producer index) must not hang its callers or Shutdown() (issue 10,
-// "Also"): the backend answers what it took, then tells the frontend, which
-// fails everything else on that queue, and every later request, with EIO.
+// producer index) must not hang its callers or Shutdown(): the backend answers
+// what it took, then tells the frontend, which fails everything else on that
+// queue, and every later request, with EIO.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,8 +1,7 @@
-// A backend whose engine fails as a whole (issue 11, point 5; issue 10
-// "Also"): Run() returning a negative errno used to end the backend thread,
-// leaving every request it had taken unanswered, so callers and Shutdown()
-// hung. Now the backend tears the engine down, answers what it held with
-// EIO, makes a new engine and goes on serving.
+// A backend whose engine fails as a whole (Run() returns a negative errno)
+// must not leave a request it had taken unanswered, which would hang its
+// callers and Shutdown(): the backend tears the engine down, answers what
+// it held with EIO, makes a new engine and goes on serving.
 #include <cstdint>
 #include <memory>
 #include <string>

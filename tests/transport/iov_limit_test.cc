@@ -1,10 +1,10 @@
-// Requests whose pages need more iovecs than an engine takes (IOV_MAX,
-// issue 10, defect 4): with --max-segments above 1024, front merges of
-// one-page reads (each on its own page, in descending page order) made ring
-// requests of more than 1024 separate runs, the engine refused them with
-// EINVAL and every read merged into one failed with EIO. Merges now stop at
-// io::kMaxIovecs runs, and the backend serves any request that still has
-// more through one contiguous copy (`bounced_reqs`).
+// Requests whose pages need more iovecs than an engine takes (IOV_MAX):
+// with --max-segments above 1024, front merges of one-page reads (each on
+// its own page, in descending page order) could make ring requests of more
+// than 1024 separate runs, which an engine refuses with EINVAL, failing
+// every read merged into one with EIO. So merges stop at io::kMaxIovecs
+// runs, and the backend serves any request that still has more through one
+// contiguous copy (`bounced_reqs`).
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -30,7 +30,7 @@ using testing::Waiter;
 
 class IovLimitTest : public testing::TransportFixture {};
 
-// The issue's reproduction: ring 32, max_segments 2048, the sync engine,
+// Ring 32, max_segments 2048, the sync engine,
 // 1,132 one-page reads submitted in descending sector order before the
 // transport starts, so that each front-merges into the one staged before.
 TEST_F(IovLimitTest, DescendingOnePageReadsMergeWithinTheEngineLimit) {

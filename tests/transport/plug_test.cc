@@ -82,12 +82,12 @@ class LoopingReader final : public BlockIo {
 class PlugTest : public testing::TransportFixture,
                  public ::testing::WithParamInterface<InterruptMode> {};
 
-// Issue 10, defect 2: 64 readers on a 32-slot ring with a 2 ms plug. The
-// ring fills, the busy score holds requests back, and readers keep adding
-// requests with fresh plug deadlines. With --irq inline the responses are
-// handled on the backend thread, and requests staged while the completion
-// thread slept without a deadline were stranded once nothing was in
-// flight: every read must finish, with its own data.
+// 64 readers on a 32-slot ring with a 2 ms plug. The ring fills, the busy
+// score holds requests back, and readers keep adding requests with fresh
+// plug deadlines. With --irq inline the responses are handled on the
+// backend thread, so requests staged while the completion thread sleeps
+// must still get a deadline that wakes it, or they would be stranded once
+// nothing is in flight: every read must finish, with its own data.
 TEST_P(PlugTest, ClosedLoopReadsOnAFullRingAllFinish) {
   constexpr uint32_t kReaders = 64;
   constexpr uint32_t kRounds = 40;

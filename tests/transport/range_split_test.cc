@@ -1,5 +1,5 @@
-// Discard and write-zeroes ranges longer than a ring request can carry
-// (issue 10, defect 3): virtio-blk's DiscardSegment holds 32 bits of
+// Discard and write-zeroes ranges longer than a ring request can carry:
+// virtio-blk's DiscardSegment holds 32 bits of
 // sectors, so the FrontendQueue splits a longer range at the protocol's
 // MaxRangeSectors (counted as `splits`); blkif's 64-bit nr_sectors takes any
 // range whole. Ranges just below, at and above 2^32 sectors, on a sparse
@@ -62,9 +62,10 @@ class RangeSplitTest : public testing::TransportFixture,
 
 // Real discards (hole punches) through the sync engine: a pattern written
 // just inside and just past each range's end, and at 2 TiB, reads back as
-// zeros inside the range and intact past it. Before the fix, virtio punched
-// only the low 32 bits of the length (1 TiB of a 3 TiB range) and reported
-// success, and a range of exactly 2^32 sectors became 0 sectors and EIO.
+// zeros inside the range and intact past it. A virtio request that kept
+// only the low 32 bits of the length would punch 1 TiB of a 3 TiB range and
+// report success, and turn a range of exactly 2^32 sectors into 0 sectors
+// and EIO.
 TEST_P(RangeSplitTest, DiscardAroundTwoToThe32SectorsPunchesTheWholeRange) {
   StartOnBigImage(io::EngineKind::kSync);
   if (!transport_) return;

@@ -1,4 +1,4 @@
-// FrontendQueue::Reconnect (issue 13): a backend that took requests off the
+// FrontendQueue::Reconnect: a backend that took requests off the
 // ring and died without answering them is replaced by a new one on the
 // re-initialised ring, and every request it had not answered is served by
 // the new one: the writes reach the image, and a response the dead backend
