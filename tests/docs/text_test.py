@@ -10,7 +10,14 @@ inside the repository:
   repository's root, no pointer to the design folder outside it) and every
   relative link names a file that exists;
 - README.md is at most 300 lines and shows `make run` and `make test` in
-  its first 40; docs/PERFORMANCE.md is at most 300 lines.
+  its first 40; docs/PERFORMANCE.md is at most 300 lines;
+- the code (every text file in src/, tests/, bench/, examples/, scripts/,
+  and the top Makefile and CMakeLists.txt) states contracts and reasons, not
+  where they came from: no issue or defect numbers, no work-session talk
+  ("this session", "the twelfth session"), no "the issue's reproduction" or
+  "before the fix". There "session" is also the FUSE protocol's identifier
+  (Session, session_, fuse_session), so only the phrasings of CODE_HISTORY
+  count.
 
 Usage: text_test.py [PVDISK_DIR] (the argument is ignored; every docs test
 takes it)."""
@@ -33,6 +40,15 @@ ALLOWED_SESSION = [
 ]
 ISSUE = re.compile(r"\bissues?\s*#?\s*[0-9]", re.IGNORECASE)
 SESSION = re.compile(r"session", re.IGNORECASE)
+# History talk in code: an issue or defect number, a work session named by
+# its place in a sequence, or "the issue"/"the fix" as the reason for code.
+CODE_HISTORY = re.compile(
+    r"\bissues?\s*#?\s*[0-9]|\bdefect\s*#?\s*[0-9]"
+    r"|\b(?:this|that|previous|earlier|last|next|later|[a-z]+th)\s+session\b"
+    r"|\bsession\s+#?[0-9]|\bthe issue\b|\bissue's\b|\bbefore the fix\b",
+    re.IGNORECASE)
+CODE_DIRS = ["src", "tests", "bench", "examples", "scripts"]
+CODE_FILES = ["Makefile", "CMakeLists.txt"]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 OUTSIDE = re.compile(r"https?://|\.\./shared|shared/(?:design|reference)/")
 
@@ -44,6 +60,31 @@ def disallowed_sessions(line):
         covered += [m.span() for m in re.finditer(pattern, line)]
     return [m.group(0) for m in SESSION.finditer(line)
             if not any(a <= m.start() and m.end() <= b for a, b in covered)]
+
+
+def code_files():
+    """Every text file of the code (fuzz corpora are inputs, not text)."""
+    found = [os.path.join(docslib.REPO, name) for name in CODE_FILES]
+    for top in CODE_DIRS:
+        for folder, subfolders, files in os.walk(
+                os.path.join(docslib.REPO, top)):
+            subfolders[:] = sorted(d for d in subfolders if d != "corpus")
+            found += [os.path.join(folder, f) for f in sorted(files)]
+    return [path for path in found
+            if os.path.isfile(path)
+            and os.path.realpath(path) != os.path.realpath(__file__)]
+
+
+def text_of(path):
+    """The file's text, or None for a binary file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if b"\0" in data:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 class TextTest(unittest.TestCase):
@@ -59,6 +100,21 @@ class TextTest(unittest.TestCase):
                     bad.append("issue number: " + where)
         self.assertEqual(bad, [], "\n".join(bad))
 
+    def test_code_states_contracts_not_history(self):
+        bad = []
+        checked = 0
+        for path in code_files():
+            text = text_of(path)
+            if text is None:
+                continue
+            checked += 1
+            for n, line in enumerate(text.split("\n"), 1):
+                if CODE_HISTORY.search(line):
+                    bad.append("%s:%d: %s" % (docslib.relative(path), n,
+                                              line.strip()))
+        self.assertGreater(checked, 100, "the code's files were not found")
+        self.assertEqual(bad, [], "history in the code:\n" + "\n".join(bad))
+
     def test_the_checker_catches_what_it_must(self):
         # The patterns themselves: a work-session phrase and an issue number
         # are caught, the protocol's phrasings are not.
@@ -69,6 +125,16 @@ class TextTest(unittest.TestCase):
         self.assertFalse(disallowed_sessions(
             "`session.{h,cc}`: INIT, and the `Session` answers"))
         self.assertFalse(disallowed_sessions("`fuse_session_mount` calls"))
+        # In code: history is caught, the protocol's identifiers are not.
+        for history in ["// (issue 10, defect 3): on", "# issue #7",
+                        "// measured this session", "(the twelfth session)",
+                        "// The issue's reproduction:", "Before the fix, it",
+                        "// defect 2: 64 readers"]:
+            self.assertTrue(CODE_HISTORY.search(history), history)
+        for code in ["session_->Process(raw);", "protocol::SessionOptions o;",
+                     "fuse_session_mount(se, path)", "class Session {",
+                     "// issues a full fence", "// the issued requests"]:
+            self.assertFalse(CODE_HISTORY.search(code), code)
 
     def test_no_link_leaves_the_repository(self):
         bad = []
