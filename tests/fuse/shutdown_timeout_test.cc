@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,10 @@ TEST(ShutdownTimeoutTest, StoppedBackendProcessIsKilledAndAbandoned) {
   const std::string image = dir.Path("disk0.img");
   CreateImage(image, 64 * kMiB);
   const std::string mountpoint = dir.MakeDir("mnt");
+  // Declared first, destroyed last: should the test fail, the daemon is
+  // killed first, which answers the hung write (ENOTCONN) so that it can
+  // be reaped.
+  std::optional<BackgroundProcess> hung;
   BackgroundProcess daemon(
       ForegroundMount("", mountpoint, image,
                       {"--backend", "process", "--shutdown-timeout",
@@ -152,12 +157,12 @@ TEST(ShutdownTimeoutTest, StoppedBackendProcessIsKilledAndAbandoned) {
       std::stol(StatsOf(mountpoint, "disk0.img").config["backend_pid"]))};
   ASSERT_GT(backend.pid, 0);
   ASSERT_EQ(kill(backend.pid, SIGSTOP), 0) << std::strerror(errno);
-  BackgroundProcess hung(HungWrite(file));
+  hung.emplace(HungWrite(file));
   ASSERT_TRUE(HungWriteInFlight(mountpoint)) << "the write never got going";
 
   auto stopped_at = steady_clock::now();
   ASSERT_EQ(kill(daemon.pid(), SIGTERM), 0) << std::strerror(errno);
-  ExpectAbandonedAndGone(daemon, hung, mountpoint, image, before, stopped_at);
+  ExpectAbandonedAndGone(daemon, *hung, mountpoint, image, before, stopped_at);
   EXPECT_NE(daemon.result().err.find("killed its backend process (pid " +
                                      std::to_string(backend.pid) + ")"),
             std::string::npos)
@@ -182,6 +187,10 @@ TEST_P(HungEngineTest, UnmountAbandonsWhatTheEngineNeverCompletes) {
   if (!GetParam().empty()) {
     flags.insert(flags.end(), {"--placement", GetParam()});
   }
+  // Declared first, destroyed last: should the test fail, the daemon is
+  // killed first, which answers the hung write (ENOTCONN) so that it can
+  // be reaped.
+  std::optional<BackgroundProcess> hung;
   BackgroundProcess daemon(
       ForegroundMount("PVDISK_TEST_FAULT=hang=" + std::to_string(kHungSector),
                       mountpoint, image, flags));
@@ -198,7 +207,7 @@ TEST_P(HungEngineTest, UnmountAbandonsWhatTheEngineNeverCompletes) {
   const std::string file = mountpoint + "/disk0.img";
   const std::string before = PatternBytes(41, 64 * 1024);
   WriteThroughMount(file, 0, before);
-  BackgroundProcess hung(HungWrite(file));
+  hung.emplace(HungWrite(file));
   ASSERT_TRUE(HungWriteInFlight(mountpoint)) << "the write never got going";
 
   auto stopped_at = steady_clock::now();
@@ -206,7 +215,7 @@ TEST_P(HungEngineTest, UnmountAbandonsWhatTheEngineNeverCompletes) {
       RunPvdisk({"unmount", mountpoint}, std::chrono::seconds(60));
   EXPECT_EQ(unmounted.exit_code, 0) << unmounted.Describe();
   EXPECT_LT(steady_clock::now() - stopped_at, kExitAllowance);
-  ExpectAbandonedAndGone(daemon, hung, mountpoint, image, before, stopped_at);
+  ExpectAbandonedAndGone(daemon, *hung, mountpoint, image, before, stopped_at);
 }
 
 // "": the suite's default placement (inline on uring, backend threads on
