@@ -127,8 +127,9 @@ const std::vector<FlagSpec>& MountFlags() {
        absl::StrCat(
            "how long unmount (or SIGTERM/SIGINT) waits for I/O in flight; "
            "what a hung image or backend has not answered by then fails "
-           "with EIO, a backend process is killed, one line on stderr says "
-           "what was abandoned, and the daemon exits: ",
+           "with EIO, a backend process is killed, the daemon logs one line "
+           "naming what was abandoned (on its stderr with --foreground) and "
+           "exits: ",
            fuse::kMinShutdownTimeoutSeconds, " to ",
            fuse::kMaxShutdownTimeoutSeconds)},
       {"merge", true, false, "on|off", "on",

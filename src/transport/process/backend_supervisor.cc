@@ -159,9 +159,9 @@ void BackendSupervisor::Watch() {
     // A backend that cannot start counts as one more death.
     absl::Status spawned;
     while (!(spawned = Spawn()).ok()) {
+      if (stopping_.load(std::memory_order_acquire)) return;
       LogInfo("a new backend process for %s could not start: %s",
               options_.label, spawned.message());
-      if (stopping_.load(std::memory_order_acquire)) return;
       if (!MayRestart()) {
         GiveUp(absl::StrCat("no new backend process could start (",
                             spawned.message(), ")"));

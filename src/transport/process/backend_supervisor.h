@@ -16,6 +16,10 @@
 // not restarted again: the disk's pending and later requests fail with EIO,
 // stderr says so and the stats header shows backend_state=failed.
 //
+// Shutdown: Stop() once the transport has drained; Abandon() when it did
+// not within --shutdown-timeout (the backend is killed at once). A restart
+// under way (the fence wait, a new backend's setup) ends on either.
+//
 // The backend never outlives the daemon: it is killed when the thread that
 // started it (the watcher, alive as long as the supervisor) ends
 // (PR_SET_PDEATHSIG), and it stops by itself when the socket closes.
