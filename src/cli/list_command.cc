@@ -5,8 +5,6 @@
 // flags it was mounted with that differ from the defaults (from the
 // daemon's command line, /proc/PID/cmdline: the daemon is the forked
 // `pvdisk mount`, so its argv is the user's).
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "base/size.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/daemon_args.h"
 #include "cli/mount_flags.h"
 #include "cli/mount_stats.h"
 #include "stats/render.h"
@@ -45,23 +44,6 @@ struct ListedMount {
   std::vector<ListedDisk> disks;
   std::string problem;  // why the disks are unknown, if they are
 };
-
-// The daemon's argv after "pvdisk mount", or nullopt.
-std::optional<std::vector<std::string>> MountArguments(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string raw((std::istreambuf_iterator<char>(in)),
-                  std::istreambuf_iterator<char>());
-  std::vector<std::string> argv;
-  for (size_t start = 0; start < raw.size();) {
-    size_t end = raw.find('\0', start);
-    if (end == std::string::npos) end = raw.size();
-    argv.push_back(raw.substr(start, end - start));
-    start = end + 1;
-  }
-  if (argv.size() < 2 || argv[1] != "mount") return std::nullopt;
-  return std::vector<std::string>(argv.begin() + 2, argv.end());
-}
 
 // The flags of `args` whose value is not the flag's default. --disk (shown
 // as the disks), --foreground and --help are left out.

@@ -122,6 +122,16 @@ const std::vector<FlagSpec>& MountFlags() {
        "--backend process: how often a disk's backend may die within a "
        "minute and be restarted; one more death fails the disk's I/O with "
        "EIO"},
+      {"shutdown-timeout", true, false, "SECONDS",
+       absl::StrCat(fuse::kDefaultShutdownTimeoutSeconds),
+       absl::StrCat(
+           "how long unmount (or SIGTERM/SIGINT) waits for I/O in flight; "
+           "what a hung image or backend has not answered by then fails "
+           "with EIO, a backend process is killed, the daemon logs one line "
+           "naming what was abandoned (on its stderr with --foreground) and "
+           "exits: ",
+           fuse::kMinShutdownTimeoutSeconds, " to ",
+           fuse::kMaxShutdownTimeoutSeconds)},
       {"merge", true, false, "on|off", "on",
        "merge adjacent requests of the same direction in each queue's "
        "staging queue"},
@@ -431,6 +441,13 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
       number("backend-restart-limit", transport::process::kDefaultRestartLimit,
              0, 1000));
   config->options.backend_restart_limit = static_cast<uint32_t>(restart_limit);
+  PVDISK_ASSIGN_OR_RETURN(
+      uint64_t shutdown_timeout,
+      number("shutdown-timeout", fuse::kDefaultShutdownTimeoutSeconds,
+             fuse::kMinShutdownTimeoutSeconds,
+             fuse::kMaxShutdownTimeoutSeconds));
+  config->options.shutdown_timeout_seconds =
+      static_cast<uint32_t>(shutdown_timeout);
   PVDISK_RETURN_IF_ERROR(transport::ValidateTransportOptions(transport));
   absl::StatusOr<io::EngineKind> engine =
       io::ParseEngineKind(parsed.Get("engine", "uring"));
@@ -645,6 +662,13 @@ int Serve(const MountConfig& config, int ready_fd) {
       std::fflush(stdout);
     }
   });
+  if (filesystem.abandoned_io()) {
+    // The mount is gone, but an engine may still write into the disks'
+    // pages and the payload arena (Disk::Shutdown's contract): end here,
+    // before anything of them is freed.
+    std::fflush(nullptr);
+    _exit(kExitFailure);
+  }
   if (!served.ok()) {
     std::string message(served.message());
     if (!mounted) Report(ready_fd, kExitFailure, message);

@@ -2,9 +2,10 @@
 //
 // Asks the daemon to stop (SIGTERM): it stops taking requests, finishes every
 // request in flight, makes the images durable and unmounts, even while a
-// program still has a disk open (that program then gets errors). Waits until
-// the daemon has exited. If the daemon is already gone, detaches the dead
-// mount instead.
+// program still has a disk open (that program then gets errors); I/O still
+// unanswered after the daemon's --shutdown-timeout fails with EIO instead.
+// Waits until the daemon has exited (its --shutdown-timeout plus a margin). If
+// the daemon is already gone, detaches the dead mount instead.
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
@@ -21,13 +22,17 @@
 #include "absl/strings/str_cat.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/daemon_args.h"
 #include "cli/mount_table.h"
+#include "fuse/disk.h"
 
 namespace pvdisk::cli {
 namespace {
 
-// How long the daemon may take to finish its in-flight I/O and exit.
-constexpr auto kDaemonExitTimeout = std::chrono::seconds(60);
+// How long the daemon may take to exit beyond its --shutdown-timeout (the
+// most it waits for I/O in flight): killing a backend, making the images
+// durable, unmounting.
+constexpr auto kDaemonExitMargin = std::chrono::seconds(30);
 
 // True while `pid` runs. A zombie has finished (it exited; only its parent
 // has not collected it yet), so it counts as gone.
@@ -110,12 +115,17 @@ int RunUnmount(const std::vector<std::string>& args) {
                             "): ", strerror(errno)));
     return kExitFailure;
   }
-  auto deadline = std::chrono::steady_clock::now() + kDaemonExitTimeout;
+  // A command line that cannot be read back gets the default timeout.
+  const std::chrono::seconds exit_timeout =
+      std::chrono::seconds(DaemonShutdownTimeout(*pid).value_or(
+          fuse::kDefaultShutdownTimeoutSeconds)) +
+      kDaemonExitMargin;
+  auto deadline = std::chrono::steady_clock::now() + exit_timeout;
   while (ProcessExists(*pid) || FindMount(*path)) {
     if (std::chrono::steady_clock::now() > deadline) {
       PrintError(absl::StrCat("the daemon (pid ", *pid, ") of ", given,
-                              " did not finish within ",
-                              kDaemonExitTimeout.count(), " s"));
+                              " did not finish within ", exit_timeout.count(),
+                              " s"));
       return kExitFailure;
     }
     // A daemon started by this shell stays a zombie until reaped; that

@@ -176,6 +176,11 @@ Disk::~Disk() { Shutdown(); }
 void Disk::Start() { transport_->Start(); }
 
 void Disk::Shutdown() {
+  Shutdown(std::chrono::steady_clock::now() +
+           std::chrono::seconds(options_.shutdown_timeout_seconds));
+}
+
+void Disk::Shutdown(std::chrono::steady_clock::time_point deadline) {
   if (shut_down_) return;
   shut_down_ = true;
   // First everything DiskIo accepted: an operation that has not reached a
@@ -183,11 +188,21 @@ void Disk::Shutdown() {
   // read and its write) would otherwise submit to a queue already drained,
   // or stopped, and never be answered. Only then may the queues drain one
   // after another and stop. (Before Start() nothing can be in flight.)
-  operations_.WaitForZero();
+  bool drained = operations_.WaitForZeroUntil(deadline);
   // Open() may have failed half-way: only what exists is shut down.
+  if (drained && transport_) drained = transport_->Drain(deadline);
+  if (!drained && transport_) Abandon();
   if (transport_) transport_->Shutdown();
   // Drained: the backend process holds nothing and may go.
-  if (supervisor_) supervisor_->Stop();
+  if (supervisor_) supervisor_->Stop(deadline);
+  if (abandoned_) {
+    // Abandon()'s contract (see Shutdown in disk.h): engines may still use
+    // the transport's pages and the image's descriptor.
+    (void)transport_.release();
+    (void)image_.release();
+    (void)rbd_.release();
+    return;
+  }
   if (image_ && !image_->read_only() && fdatasync(image_->fd()) != 0) {
     LogInfo("fdatasync of %s failed: %s", image_->path(), strerror(errno));
   }
@@ -198,6 +213,27 @@ void Disk::Shutdown() {
   }
   // Free the image for the next user as soon as its data is durable.
   if (locked_) io::UnlockImage(image_->fd());
+}
+
+void Disk::Abandon() {
+  abandoned_ = true;
+  // The backend process first: once it is dead its watcher restarts
+  // nothing, and no answer races with the failing below.
+  pid_t killed = supervisor_ ? supervisor_->Abandon() : -1;
+  transport::FrontendQueue::Abandoned lost = transport_->Abandon();
+  // Every queue now answers at once, so what DiskIo still holds (writes
+  // behind an abandoned one in the write order) ends quickly.
+  constexpr auto kAnswerGrace = std::chrono::seconds(2);
+  bool answered = operations_.WaitForZeroUntil(
+      std::chrono::steady_clock::now() + kAnswerGrace);
+  LogInfo(
+      "shutdown of %s gave up after --shutdown-timeout %u s: abandoned %u "
+      "request(s) of %u bytes in flight, failed with EIO%s%s",
+      name_, options_.shutdown_timeout_seconds, lost.requests, lost.bytes,
+      killed > 0
+          ? absl::StrCat("; killed its backend process (pid ", killed, ")")
+          : std::string(),
+      answered ? "" : "; some FUSE operations are still unanswered");
 }
 
 stats::DiskReport Disk::Report() const {

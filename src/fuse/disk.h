@@ -2,6 +2,7 @@
 // with their engines, and what the stats file shows about it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -48,6 +49,12 @@ enum class BackendMode {
   kProcess,  // a backend process per disk (transport/process/)
 };
 
+// --shutdown-timeout: how long shutdown waits for a disk's I/O in flight
+// before it gives up on it (Disk::Shutdown), in seconds.
+inline constexpr uint32_t kDefaultShutdownTimeoutSeconds = 30;
+inline constexpr uint32_t kMinShutdownTimeoutSeconds = 1;
+inline constexpr uint32_t kMaxShutdownTimeoutSeconds = 86400;
+
 // Settings shared by every disk of a mount.
 struct DiskOptions {
   io::EngineKind engine = io::EngineKind::kUring;
@@ -73,6 +80,8 @@ struct DiskOptions {
   // --backend process: whether backend processes write to the daemon's
   // stderr (false for a daemon that detaches from its terminal).
   bool backend_keeps_stderr = true;
+  // --shutdown-timeout, for a Shutdown() without a deadline of its own.
+  uint32_t shutdown_timeout_seconds = kDefaultShutdownTimeoutSeconds;
 };
 
 // Whether `kind` wants the image opened with O_DIRECT.
@@ -113,7 +122,27 @@ class Disk {
   // threads, and makes what was written durable (fdatasync). Idempotent.
   // Call it only once nothing can start new operations (the FUSE loop has
   // ended).
+  //
+  // It waits until `deadline` at most. What is still in flight then is
+  // abandoned: a backend process is killed (SIGKILL), every request left
+  // fails with EIO (so each FUSE caller gets its answer), one line on
+  // stderr says how many requests and bytes were given up, and abandoned()
+  // becomes true. The image is then neither synced (it does not answer)
+  // nor unlocked by hand: its lock goes with the last reference to the
+  // open file, which I/O still in the kernel holds.
+  // Contract after abandoning: an engine may still hold the requests and
+  // write into their pages, so the disk's transport and image are never
+  // freed (destroying the Disk leaks them), and the caller must end the
+  // process without unmapping memory those requests may use (the FUSE
+  // payload arena): pvdisk mount _exits once the mount is gone.
+  void Shutdown(std::chrono::steady_clock::time_point deadline);
+  // Shutdown() with the deadline --shutdown-timeout from now.
   void Shutdown();
+  // Whether Shutdown() gave up on I/O in flight.
+  bool abandoned() const { return abandoned_; }
+  uint32_t shutdown_timeout_seconds() const {
+    return options_.shutdown_timeout_seconds;
+  }
 
   const std::string& name() const { return name_; }
   uint64_t size_bytes() const {
@@ -163,6 +192,11 @@ class Disk {
   std::unique_ptr<transport::process::BackendSupervisor> supervisor_;
   OperationsInFlight operations_;
   bool shut_down_ = false;
+  bool abandoned_ = false;
+
+  // Shutdown's giving up: kills the backend process, fails the queues'
+  // I/O with EIO and logs what was given up.
+  void Abandon();
 };
 
 }  // namespace pvdisk::fuse

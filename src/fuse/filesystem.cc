@@ -27,6 +27,13 @@ Filesystem::~Filesystem() {
   for (auto& disk : disks_) disk->Shutdown();
 }
 
+bool Filesystem::abandoned_io() const {
+  for (const auto& disk : disks_) {
+    if (disk->abandoned()) return true;
+  }
+  return false;
+}
+
 std::string Filesystem::StatsText() const {
   std::vector<stats::DiskReport> reports;
   for (const auto& disk : disks_) reports.push_back(disk->Report());
@@ -76,8 +83,13 @@ absl::Status Filesystem::MountAndServe(
   hooks.on_mounted = on_mounted;
   // The channel has stopped taking requests: finish everything in flight
   // and make it durable; the channel then closes and the mount goes.
+  // One deadline for all disks: --shutdown-timeout bounds the whole
+  // shutdown, not each disk's.
   hooks.drain = [this] {
-    for (auto& disk : disks_) disk->Shutdown();
+    if (disks_.empty()) return;
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::seconds(disks_[0]->shutdown_timeout_seconds());
+    for (auto& disk : disks_) disk->Shutdown(deadline);
   };
   return channel::Serve(serve, &handler, hooks);
 }

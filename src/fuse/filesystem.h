@@ -68,6 +68,11 @@ class Filesystem {
   std::string StatsJson() const;
   void ResetStats();
 
+  // Whether a disk's shutdown gave up on I/O in flight (Disk::Shutdown):
+  // then the process must end (_exit) without destroying the Filesystem's
+  // caller's memory that engines may still write into.
+  bool abandoned_io() const;
+
   size_t disk_count() const { return disks_.size(); }
   Disk& disk(size_t index) { return *disks_[index]; }
   DiskIo& disk_io(size_t index) { return *disk_ios_[index]; }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -31,6 +32,9 @@ class OperationsInFlight {
   // Blocks until every operation begun has ended. The caller must make sure
   // no new operation begins (the FUSE loop has ended).
   void WaitForZero();
+  // The same, giving up at `deadline`; returns whether every operation
+  // ended.
+  bool WaitForZeroUntil(std::chrono::steady_clock::time_point deadline);
 
   int64_t count() const { return count_.load(std::memory_order_acquire); }
 

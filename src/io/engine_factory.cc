@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "io/fault_engine.h"
+#include "io/hanging_engine.h"
 #include "io/null_engine.h"
 #include "io/sync_engine.h"
 #include "io/uring_engine.h"
@@ -58,6 +59,9 @@ absl::StatusOr<std::unique_ptr<IoEngine>> WrapEngine(
   if (options.fail_trigger) {
     engine = WrapWithEngineFailure(std::move(engine), options.fail_trigger);
   }
+  // Test only, from the environment (hanging_engine.h).
+  PVDISK_ASSIGN_OR_RETURN(std::optional<uint64_t> hang, TestHangSector());
+  if (hang) engine = WrapWithHang(std::move(engine), *hang);
   return engine;
 }
 

@@ -118,8 +118,17 @@ class BackendLoop {
   // a kick can bring more.
   bool RunRound();
   // A driven loop's driver is going away: destroys the engine on its
-  // thread. REQUIRES: every request taken has been answered.
-  void ReleaseEngine() { engine_.reset(); }
+  // thread, once every request taken has been answered. An engine that
+  // still holds requests (shutdown abandoned them, see
+  // Transport::Abandon) is leaked instead: destroying it could wait for
+  // them forever, and what it holds may still be written into.
+  void ReleaseEngine() {
+    if (engine_ != nullptr && engine_->inflight() > 0) {
+      (void)engine_.release();
+      return;
+    }
+    engine_.reset();
+  }
   // For a driven loop's driver about to sleep: how long it may spin for
   // this loop's I/O completions instead, in us. poll_us while I/O is in
   // flight and requests come one at a time (as ShouldPoll), else 0. The

@@ -533,20 +533,9 @@ void FrontendQueue::OnResponse(uint64_t id, int result,
 }
 
 void FrontendQueue::OnRingStopped() {
-  std::vector<BlockIo*> done;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    ring_stopped_ = true;
-    // What the backend answered before it stopped is real; the responses
-    // may be unreadable too, and then every request on the ring fails.
-    ring_->ConsumeResponses(
-        [&](uint64_t id, int result) { OnResponse(id, result, &done); });
-    for (uint32_t id = 0; id < shadow_.size(); ++id) {
-      if (shadow_[id].in_use) OnResponse(id, -EIO, &done);
-    }
-    FailUnsent(&done);
-  }
-  Finish(done);
+  // What the backend answered before it stopped is real; the responses may
+  // be unreadable too, and then every request on the ring fails.
+  (void)Abandon();
 }
 
 void FrontendQueue::FailUnsent(std::vector<BlockIo*>* done) {
@@ -621,9 +610,43 @@ void FrontendQueue::Finish(const std::vector<BlockIo*>& done) {
   if (wake_timer) irq_->Signal();
 }
 
-void FrontendQueue::Drain() {
+bool FrontendQueue::Drain(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock<std::mutex> lock(mu_);
-  drained_.wait(lock, [this] { return outstanding_ == 0; });
+  auto drained = [this] { return outstanding_ == 0; };
+  if (deadline == std::chrono::steady_clock::time_point::max()) {
+    drained_.wait(lock, drained);
+    return true;
+  }
+  return drained_.wait_until(lock, deadline, drained);
+}
+
+FrontendQueue::Abandoned FrontendQueue::Abandon() {
+  std::vector<BlockIo*> done;
+  size_t answered = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ring_stopped_ = true;
+    // Answers already published are real results; the rest fail.
+    ring_->ConsumeResponses(
+        [&](uint64_t id, int result) { OnResponse(id, result, &done); });
+    answered = done.size();
+    for (uint32_t id = 0; id < shadow_.size(); ++id) {
+      if (shadow_[id].in_use) OnResponse(id, -EIO, &done);
+    }
+    FailUnsent(&done);
+  }
+  // Every BlockIo not completed is in `done` once (with its last child):
+  // those after the real answers are what is given up on.
+  Abandoned abandoned;
+  for (size_t i = answered; i < done.size(); ++i) {
+    ++abandoned.requests;
+    if (IsData(done[i]->op)) {
+      abandoned.bytes += done[i]->num_sectors * kSectorSize;
+    }
+  }
+  // Complete() may delete each BlockIo: counted first.
+  Finish(done);
+  return abandoned;
 }
 
 void FrontendQueue::Stop() {

@@ -37,6 +37,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -129,11 +130,28 @@ class FrontendQueue final : public InterruptHandler {
   // REQUIRES: no backend serves the ring while this runs.
   void Reconnect(absl::FunctionRef<std::unique_ptr<DriverRing>()> fresh_ring);
 
-  // Blocks until every submitted BlockIo has completed.
-  void Drain();
+  // Blocks until every submitted BlockIo has completed, or until
+  // `deadline`; returns whether everything completed.
+  bool Drain(std::chrono::steady_clock::time_point deadline =
+                 std::chrono::steady_clock::time_point::max());
 
-  // Stops the completion thread. REQUIRES: Drain() returned and no Submit()
-  // runs concurrently.
+  // What Abandon() gave up on: BlockIos, and the bytes of data the reads
+  // and writes among them carried.
+  struct Abandoned {
+    uint64_t requests = 0;
+    uint64_t bytes = 0;
+  };
+  // Shutdown gives up on a backend that does not answer: every BlockIo not
+  // completed yet completes now with EIO, and so does every later Submit(),
+  // as after OnRingStopped(). Responses that still come are ignored.
+  // Contract: the pages of the abandoned requests go back to the pool's
+  // bookkeeping only; the backend (or the kernel, for its io_uring) may
+  // still read or write them, so the queue and its memory must never be
+  // freed afterwards: the owner leaks them and the process exits.
+  Abandoned Abandon();
+
+  // Stops the completion thread. REQUIRES: Drain() returned true, or
+  // Abandon() ran; no Submit() runs concurrently.
   void Stop();
 
  private:

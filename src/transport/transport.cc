@@ -147,7 +147,14 @@ absl::StatusOr<Transport::Driven> Transport::AttachDriven(
   return Driven{backends_[q].get(), backend_queue.kick->fd()};
 }
 
-Transport::~Transport() { Shutdown(); }
+Transport::~Transport() {
+  Shutdown();
+  if (abandoned_) {
+    // Abandon()'s contract: what a hung backend may still touch stays.
+    for (auto& backend : backends_) (void)backend.release();
+    for (auto& queue : queues_) (void)queue.release();
+  }
+}
 
 void Transport::Start() {
   started_ = true;
@@ -157,14 +164,36 @@ void Transport::Start() {
   for (auto& queue : queues_) queue->frontend().Start();
 }
 
+bool Transport::Drain(std::chrono::steady_clock::time_point deadline) {
+  if (!started_) return true;
+  for (auto& queue : queues_) {
+    if (!queue->frontend().Drain(deadline)) return false;
+  }
+  return true;
+}
+
+FrontendQueue::Abandoned Transport::Abandon() {
+  abandoned_ = true;
+  FrontendQueue::Abandoned total;
+  for (auto& queue : queues_) {
+    FrontendQueue::Abandoned abandoned = queue->frontend().Abandon();
+    total.requests += abandoned.requests;
+    total.bytes += abandoned.bytes;
+  }
+  return total;
+}
+
 void Transport::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (!started_) return;
-  for (auto& queue : queues_) queue->frontend().Drain();
-  for (auto& backend : backends_) {
-    if (backend) backend->Stop();  // driven ones have no thread to stop
+  if (!abandoned_) {
+    for (auto& queue : queues_) queue->frontend().Drain();
+    for (auto& backend : backends_) {
+      if (backend) backend->Stop();  // driven ones have no thread to stop
+    }
   }
+  // Abandoned queues hold no BlockIo: their completion threads end at once.
   for (auto& queue : queues_) queue->frontend().Stop();
 }
 

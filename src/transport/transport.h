@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -101,8 +102,21 @@ class Transport {
   };
   absl::StatusOr<Driven> AttachDriven(uint32_t q, io::RingLender* lender,
                                       KickHandler* kicks);
-  // Waits for every submitted BlockIo to complete, then stops all threads.
-  // Idempotent.
+  // Waits until every submitted BlockIo has completed, or until `deadline`;
+  // returns whether all did.
+  bool Drain(std::chrono::steady_clock::time_point deadline);
+  // Shutdown gives up on backends that did not answer in time: every queue
+  // fails what it holds and all later requests with EIO
+  // (FrontendQueue::Abandon). Returns the sum of what was given up on.
+  // Contract: a backend thread or engine may still hold those requests and
+  // their pages (a hung engine, or the kernel still writing into a read's
+  // pages), so after this the transport's threads are never joined and its
+  // memory is never freed: Shutdown() stops only the completion threads,
+  // and destroying the transport leaks its queues and backends. The owner
+  // is expected to exit the process soon.
+  FrontendQueue::Abandoned Abandon();
+  // Waits for every submitted BlockIo to complete (unless Abandon() ran),
+  // then stops all threads. Idempotent.
   void Shutdown();
 
   // The queue for a request starting at `sector`, by the QueueMap policy.
@@ -130,6 +144,7 @@ class Transport {
   std::atomic<uint32_t> next_{0};  // kRoundRobin and kThread assignment
   bool started_ = false;
   bool shut_down_ = false;
+  bool abandoned_ = false;
 };
 
 }  // namespace pvdisk::transport

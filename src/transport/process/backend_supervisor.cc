@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -31,6 +32,12 @@ constexpr int kBackendSocketFd = 3;
 constexpr int kReadyTimeoutMs = 30'000;
 // How long a stopping backend may take to answer what it holds.
 constexpr int kStopTimeoutMs = 10'000;
+// How long a killed backend may take to die before the watcher stops
+// waiting for it (one stuck in an uninterruptible wait dies only when that
+// ends; it is then left to be reaped by whoever inherits it).
+constexpr int kKilledTimeoutMs = 2'000;
+// The step of the fence wait between looks at the stop flag.
+constexpr std::chrono::milliseconds kFenceStep{100};
 // How long a dead backend's I/O may stay in flight before the disk fails.
 constexpr std::chrono::seconds kFenceTimeout{30};
 constexpr std::chrono::seconds kRestartWindow{60};
@@ -76,11 +83,19 @@ absl::StatusOr<std::unique_ptr<BackendSupervisor>> BackendSupervisor::Start(
 
 BackendSupervisor::~BackendSupervisor() { Stop(); }
 
-void BackendSupervisor::Stop() {
+void BackendSupervisor::Stop(std::chrono::steady_clock::time_point deadline) {
   if (!watcher_.joinable()) return;
+  stop_deadline_.store(deadline, std::memory_order_relaxed);
   stopping_.store(true, std::memory_order_release);
   stop_->Signal();
   watcher_.join();
+}
+
+pid_t BackendSupervisor::Abandon() {
+  if (!watcher_.joinable()) return -1;
+  abandon_.store(true, std::memory_order_relaxed);
+  Stop();
+  return abandoned_pid_;
 }
 
 std::string BackendSupervisor::state() const {
@@ -127,9 +142,8 @@ void BackendSupervisor::Watch() {
     SetState("restarting");
     // Nothing of the dead backend may still be in flight before its
     // requests go to the ring again.
-    absl::Status fenced = WaitForFence(
-        options_.image_fds[0], fence_byte_,
-        std::chrono::milliseconds(std::chrono::seconds(kFenceTimeout)));
+    absl::Status fenced = WaitForFenceOrStop();
+    if (stopping_.load(std::memory_order_acquire)) return;
     if (!fenced.ok()) {
       GiveUp(absl::StrCat("its backend process ", how, ", and ",
                           fenced.message()));
@@ -150,9 +164,9 @@ void BackendSupervisor::Watch() {
     // A backend that cannot start counts as one more death.
     absl::Status spawned;
     while (!(spawned = Spawn()).ok()) {
+      if (stopping_.load(std::memory_order_acquire)) return;
       LogInfo("a new backend process for %s could not start: %s",
               options_.label, spawned.message());
-      if (stopping_.load(std::memory_order_acquire)) return;
       if (!MayRestart()) {
         GiveUp(absl::StrCat("no new backend process could start (",
                             spawned.message(), ")"));
@@ -251,7 +265,15 @@ absl::Status BackendSupervisor::Attach() {
     fds[kIrqFd] = queue.irq().fd();
     PVDISK_RETURN_IF_ERROR(SendPacket(socket_, absl::StrCat("queue ", q), fds));
   }
-  absl::StatusOr<Packet> answer = ReceivePacket(socket_, kReadyTimeoutMs);
+  // The answer, unless Stop() comes first: a shutdown must not wait for a
+  // backend that is slow to start.
+  pollfd watched[2] = {{socket_, POLLIN, 0}, {stop_->fd(), POLLIN, 0}};
+  while (poll(watched, 2, kReadyTimeoutMs) < 0 && errno == EINTR) {
+  }
+  if (stopping_.load(std::memory_order_acquire)) {
+    return absl::CancelledError("the daemon is shutting down");
+  }
+  absl::StatusOr<Packet> answer = ReceivePacket(socket_, 0);
   if (!answer.ok()) {
     return absl::UnavailableError(absl::StrCat(
         "the backend process did not start: ", answer.status().message()));
@@ -297,21 +319,60 @@ std::string BackendSupervisor::Reap() {
 }
 
 void BackendSupervisor::EndBackend() {
-  if (pid_.load(std::memory_order_relaxed) < 0) return;
+  const pid_t pid = pid_.load(std::memory_order_relaxed);
+  if (pid < 0) return;
   // A closed socket tells the backend to stop once its rings are idle.
   close(socket_);
   socket_ = -1;
-  bool ended = false;
-  if (pidfd_ >= 0) {
+  const bool abandon = abandon_.load(std::memory_order_relaxed);
+  int wait_ms = abandon ? 0 : kStopTimeoutMs;
+  const auto stop_deadline = stop_deadline_.load(std::memory_order_relaxed);
+  if (stop_deadline != std::chrono::steady_clock::time_point::max()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        stop_deadline - std::chrono::steady_clock::now());
+    wait_ms = static_cast<int>(
+        std::clamp<int64_t>(left.count(), 0, int64_t{wait_ms}));
+  }
+  auto ended_within = [this](int ms) {
+    if (pidfd_ < 0) return false;
     pollfd watched{pidfd_, POLLIN, 0};
-    ended = poll(&watched, 1, kStopTimeoutMs) > 0;
+    return poll(&watched, 1, ms) > 0;
+  };
+  bool ended = ended_within(wait_ms);
+  if (!ended) {
+    if (abandon) {
+      abandoned_pid_ = pid;
+    } else {
+      LogInfo("backend process of %s did not stop in time; killing it",
+              options_.label);
+    }
+    kill(pid, SIGKILL);
+    ended = ended_within(kKilledTimeoutMs);
   }
   if (!ended) {
-    LogInfo("backend process of %s did not stop in time; killing it",
-            options_.label);
-    kill(pid_.load(std::memory_order_relaxed), SIGKILL);
+    // Still in an uninterruptible wait: not reaped here (waitpid would
+    // wait as long); it dies when that wait ends.
+    LogInfo("backend process of %s (pid %d) was killed but has not ended",
+            options_.label, pid);
+    close(pidfd_);
+    pidfd_ = -1;
+    pid_.store(-1, std::memory_order_relaxed);
+    return;
   }
   Reap();
+}
+
+absl::Status BackendSupervisor::WaitForFenceOrStop() {
+  auto deadline = std::chrono::steady_clock::now() + kFenceTimeout;
+  for (;;) {
+    absl::Status fenced =
+        WaitForFence(options_.image_fds[0], fence_byte_, kFenceStep);
+    if (fenced.ok() || !absl::IsDeadlineExceeded(fenced) ||
+        stopping_.load(std::memory_order_acquire) ||
+        std::chrono::steady_clock::now() >= deadline) {
+      return fenced;
+    }
+  }
 }
 
 bool BackendSupervisor::MayRestart() {

@@ -17,6 +17,10 @@
 // not restarted again: the disk's pending and later requests fail with EIO,
 // stderr says so and the stats header shows backend_state=failed.
 //
+// Shutdown: Stop() once the transport has drained; Abandon() when it did
+// not within --shutdown-timeout (the backend is killed at once). A restart
+// under way (the fence wait, a new backend's setup) ends on either.
+//
 // The backend never outlives the daemon: it is killed when the thread that
 // started it (the watcher, alive as long as the supervisor) ends
 // (PR_SET_PDEATHSIG), and it stops by itself when the socket closes.
@@ -81,8 +85,18 @@ class BackendSupervisor {
   BackendSupervisor& operator=(const BackendSupervisor&) = delete;
 
   // Ends the backend process (it answers what it took first) and the
-  // watcher. Call once the transport has drained. Idempotent.
-  void Stop();
+  // watcher. Call once the transport has drained. A backend that has not
+  // ended by `deadline` (and at most 10 s after the call) is killed.
+  // Idempotent.
+  void Stop(std::chrono::steady_clock::time_point deadline =
+                std::chrono::steady_clock::time_point::max());
+
+  // Shutdown gives up on the backend: it is killed (SIGKILL) at once, even
+  // if it is stopped or hung, and the watcher ends, whatever it was doing
+  // (a restart included). Returns the pid it killed, or -1 if none ran.
+  // The caller then fails the transport's I/O (Transport::Abandon).
+  // Idempotent; Stop() afterwards does nothing.
+  pid_t Abandon();
 
   // For the stats header. Any thread.
   pid_t backend_pid() const { return pid_.load(std::memory_order_relaxed); }
@@ -108,9 +122,12 @@ class BackendSupervisor {
   bool WaitForDeathOrStop();
   // Reaps the backend; returns how it ended, for the log.
   std::string Reap();
-  // Closes the socket, gives the backend time to stop cleanly, kills it
-  // otherwise, and reaps it.
+  // Closes the socket, gives the backend time to stop cleanly (none when
+  // abandoning), kills it otherwise, and reaps it.
   void EndBackend();
+  // Waits for the dead backend's I/O fence (io_fence.h), in short steps so
+  // that Stop() ends the wait.
+  absl::Status WaitForFenceOrStop();
   // Records a death now; false if that makes more than restart_limit within
   // a minute.
   bool MayRestart();
@@ -123,6 +140,13 @@ class BackendSupervisor {
   const uint64_t fence_byte_;
   std::unique_ptr<EventFd> stop_;
   std::atomic<bool> stopping_{false};
+  // Set before stopping_ (and read after it): Abandon() asked, and when
+  // Stop() wants the backend gone at the latest.
+  std::atomic<bool> abandon_{false};
+  std::atomic<std::chrono::steady_clock::time_point> stop_deadline_{
+      std::chrono::steady_clock::time_point::max()};
+  // The backend Abandon() killed, for its caller's report.
+  pid_t abandoned_pid_ = -1;
   std::thread watcher_;
 
   // The current backend process (watcher thread only, but pid_ any thread).
