@@ -7,6 +7,9 @@
 #              bench/compare and bench/experiments; results go to results/
 #   make fuzz  builds the libFuzzer targets (clang, in FUZZ_BUILD_DIR) and
 #              runs each for FUZZ_SECONDS; `make test` runs each briefly
+#   make tsan  builds pvdisk and the FUSE tests with ThreadSanitizer (in
+#              TSAN_BUILD_DIR) and runs the FUSE tests named tsan.* there;
+#              a report from any process fails it (not part of `make test`)
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CTEST_JOBS ?= 4
@@ -19,8 +22,13 @@ ARGS ?=
 # The fuzzing tree (clang, libFuzzer + ASan + UBSan) and seconds per target.
 FUZZ_BUILD_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
+# The ThreadSanitizer tree, and the tests it runs at a time (each is slowed
+# several times over by TSan; on 2 CPUs more at once only wait longer).
+TSAN_BUILD_DIR ?= build-tsan
+TSAN_CTEST_JOBS ?= 2
 
 .PHONY: all deps build build-pvdisk run test ctest-jobs format clean fuzz fuzz-build
+.PHONY: tsan tsan-build
 .PHONY: bench bench-micro bench-compare bench-experiments
 
 all: build
@@ -48,6 +56,32 @@ fuzz-build: deps
 fuzz: fuzz-build
 	@tests/fuzz/run_all.sh $(FUZZ_BUILD_DIR) $(FUZZ_SECONDS)
 
+# The daemon is a child of the test program, and detached: its stderr goes
+# nowhere. So every process writes its reports to TSAN_LOGS/report.PID
+# (log_path; a test program moves its children to report-ITS_PID.PID)
+# and stops at the first (halt_on_error); the tests fail on a
+# report of the daemons they mount (tests/fuse/tsan_reports.h), and any
+# report file left at the end fails the target. tests/tsan.supp holds the
+# suppressions, each with its reason.
+TSAN_LOGS = $(abspath $(TSAN_BUILD_DIR))/tsan-logs
+tsan-build: deps
+	@cmake -S . -B $(TSAN_BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
+	  -DPVDISK_TSAN=ON -DPVDISK_BUILD_BENCH=OFF >/dev/null
+	@cmake --build $(TSAN_BUILD_DIR) -j $(JOBS) --target pvdisk fuse_test
+
+tsan: tsan-build
+	@rm -rf $(TSAN_LOGS) && mkdir -p $(TSAN_LOGS)
+	@cd $(TSAN_BUILD_DIR) && \
+	  TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 log_path=$(TSAN_LOGS)/report suppressions=$(abspath tests/tsan.supp)" \
+	  ctest -R '^tsan\.' --output-on-failure --timeout 900 -j $(TSAN_CTEST_JOBS); \
+	  status=$$?; \
+	  for report in $(TSAN_LOGS)/report*; do \
+	    [ -e "$$report" ] || continue; \
+	    echo "make tsan: ThreadSanitizer report $$report:"; cat "$$report"; \
+	    status=1; \
+	  done; \
+	  exit $$status
+
 run: build-pvdisk
 	@scripts/demo.sh $(BUILD_DIR)
 
@@ -71,7 +105,7 @@ format:
 	@find src tests bench -name '*.h' -o -name '*.cc' | xargs clang-format -i
 
 clean:
-	@rm -rf $(BUILD_DIR) $(FUZZ_BUILD_DIR)
+	@rm -rf $(BUILD_DIR) $(FUZZ_BUILD_DIR) $(TSAN_BUILD_DIR)
 
 # Every executable in BUILD_DIR/bench/, each writing its JSON to results/.
 define run_micro

@@ -18,6 +18,7 @@
 #include "fuse/disk_io.h"
 #include "fuse/filesystem.h"
 #include "fuse/inodes.h"
+#include "fuse/stats_snapshot.h"
 #include "stats/clock.h"
 #include "stats/counters.h"
 #include "stats/stats_command.h"
@@ -231,10 +232,9 @@ void FilesystemHandler::Open(const Request& request, Reply reply) {
       return reply.Error(EACCES);
     }
     // Snapshot at open, so one reader sees one consistent table.
-    auto* contents =
-        new std::string(ino == kStatsInode ? fs_.StatsText() : fs_.StatsJson());
-    return reply.Struct(protocol::OpenOut(reinterpret_cast<uint64_t>(contents),
-                                          abi::kFopenDirectIo));
+    uint64_t handle = StatsSnapshot::Open(ino == kStatsInode ? fs_.StatsText()
+                                                             : fs_.StatsJson());
+    return reply.Struct(protocol::OpenOut(handle, abi::kFopenDirectIo));
   }
   long index = DiskIndex(fs_, ino);
   if (index < 0) return reply.Error(ino == kRootInode ? EISDIR : ENOENT);
@@ -251,7 +251,7 @@ void FilesystemHandler::Open(const Request& request, Reply reply) {
 
 void FilesystemHandler::Release(const Request& request, Reply reply) {
   if (IsStatsInode(request.nodeid)) {
-    delete reinterpret_cast<std::string*>(request.fh);
+    StatsSnapshot::Release(request.fh);
   }
   reply.Ok();
 }
@@ -259,10 +259,9 @@ void FilesystemHandler::Release(const Request& request, Reply reply) {
 void FilesystemHandler::Read(const Request& request, Reply reply) {
   uint64_t ino = request.nodeid;
   if (IsStatsInode(ino)) {
-    const std::string& contents = *reinterpret_cast<std::string*>(request.fh);
-    size_t from = std::min<uint64_t>(request.offset, contents.size());
-    size_t count = std::min<size_t>(request.size, contents.size() - from);
-    return reply.Bytes(contents.data() + from, count);
+    std::string piece =
+        StatsSnapshot::Read(request.fh, request.offset, request.size);
+    return reply.Bytes(piece.data(), piece.size());
   }
   long index = DiskIndex(fs_, ino);
   if (index < 0) return reply.Error(ENOENT);

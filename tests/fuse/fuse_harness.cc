@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "stats/counters.h"
+#include "tsan_reports.h"
 
 namespace pvdisk::fuse_testing {
 namespace {
@@ -517,6 +518,8 @@ void Mount::CleanUp() {
                     << " still runs after its mount is gone; killing it";
       kill(daemon_pid_, SIGKILL);
     }
+    // Under ThreadSanitizer: a race the daemon met fails this test.
+    ExpectNoTsanReportFrom(daemon_pid_);
   }
 }
 

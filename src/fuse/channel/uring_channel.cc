@@ -715,12 +715,17 @@ void UringChannel::Run(Queue* queue) {
       queue->held_units += entry.spread_units;
       ++taken;
       at_once = std::max(at_once, queue->with_handler);
+      // Read before the entry is handed on: once Process has passed it to a
+      // handler, the reply (from this thread, a backend or interrupt thread,
+      // or another queue thread's commit) and then the kernel's next request
+      // overwrite the header, so nothing of it is read afterwards.
+      const uint32_t opcode = raw.header->opcode;
+      const uint64_t unique = raw.header->unique;
       session_->Process(raw, this, Slot(owner.qid, index));
-      if (protocol::ExpectsNoReply(raw.header->opcode)) {
+      if (protocol::ExpectsNoReply(opcode)) {
         // Never sent over the ring (they stay on /dev/fuse), and the
         // Session answers them with nothing; the entry must still go back.
-        protocol::Reply(this, Slot(owner.qid, index), raw.header->unique)
-            .Error(ENOSYS);
+        protocol::Reply(this, Slot(owner.qid, index), unique).Error(ENOSYS);
       }
       // Last in the entry's turn: the commits flushed here hand entries,
       // this one included, back to the kernel, which may write a new

@@ -21,7 +21,7 @@ Reply& Reply::operator=(Reply&& other) noexcept {
 
 Reply::~Reply() {
   if (pending()) {
-    LogInfo("FUSE request %d was never answered; answering EIO", unique_);
+    LogInfo("FUSE request %u was never answered; answering EIO", unique_);
     Error(EIO);
   }
 }
