@@ -7,8 +7,7 @@ once with the defaults and once with --backend process), and every flag of
 the bench tools' --help appear in the reference.
 
 The other way round, a flag the reference names that the binary lacks
-fails too, except the ones listed in PENDING: documented ahead of the code
-that brings them, they are reported as skipped until the binary has them.
+fails too.
 Test-only hooks (TEST_ONLY_DISK_OPTIONS) are tolerated in the binary and
 must not be documented as user options.
 
@@ -24,8 +23,6 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import docslib  # noqa: E402
 
 COMMANDS = ["create", "mount", "unmount", "stat", "list"]
-# Documented before the code lands: (command, flag without "--").
-PENDING = {("mount", "shutdown-timeout")}
 # --disk options that exist for tests only, never for users.
 TEST_ONLY_DISK_OPTIONS = {"engine_fail"}
 BENCH_TOOLS = ["compare", "experiments", "spans"]
@@ -86,21 +83,17 @@ class ReferenceTest(unittest.TestCase):
             self.assertIn("## pvdisk " + command, self.text.split("\n"))
 
     def test_every_flag_of_every_command(self):
-        missing, stale, pending = [], [], []
+        missing, stale = [], []
         for command in COMMANDS:
             documented = table_flags(section(self.text, "## pvdisk " + command))
             in_binary = help_flags(command)
             missing += ["pvdisk %s --%s" % (command, f)
                         for f in sorted(in_binary - documented)]
-            for f in sorted(documented - in_binary):
-                (pending if (command, f) in PENDING else stale).append(
-                    "pvdisk %s --%s" % (command, f))
-        for name in pending:
-            print("skipped (documented, not in this binary yet): " + name)
+            stale += ["pvdisk %s --%s" % (command, f)
+                      for f in sorted(documented - in_binary)]
         self.assertEqual(missing, [], "flags the reference lacks")
         self.assertEqual(stale, [], "flags the reference names that pvdisk "
-                         "does not have (add to PENDING only if the code "
-                         "that brings them is on its way)")
+                         "does not have")
 
     def test_every_stat_column(self):
         out = subprocess.run([docslib.pvdisk(), "stat", "--help"],
