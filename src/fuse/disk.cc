@@ -24,10 +24,6 @@ std::string SerialOf(const std::string& where, const std::string& identity,
   return absl::StrFormat("pvdisk-%012x", hash & 0xffffffffffffULL);
 }
 
-}  // namespace
-
-namespace {
-
 // What every engine of the disk gets from its --disk spec (the depth and
 // the ring come per engine).
 io::EngineOptions BaseEngineOptions(const DiskSpec& spec, io::EngineKind kind) {
