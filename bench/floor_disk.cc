@@ -6,9 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/disk_arg.h"
+#include "fuse/disk.h"
 #include "fuse/protocol/reply.h"
+#include "image/open_image.h"
 #include "io/engine_factory.h"
-#include "io/rbd_engine.h"
 
 namespace pvdisk::bench {
 
@@ -140,29 +141,21 @@ absl::StatusOr<std::unique_ptr<FloorDisk>> FloorDisk::Open(
         "[,id=CLIENT][,timeout=SECONDS], with no other option");
   }
   std::unique_ptr<FloorDisk> disk(new FloorDisk(size, depth));
-  uint64_t bytes = 0;
-  if (spec->rbd) {
-    auto opened = io::RbdImage::Open(*spec->rbd, /*read_only=*/false);
-    if (!opened.ok()) return opened.status();
-    disk->rbd_ = std::move(*opened);
-    bytes = disk->rbd_->size_bytes();
-  } else {
-    auto opened = io::ImageFile::Open(spec->path, /*read_only=*/false,
-                                      /*want_direct=*/true);
-    if (!opened.ok()) return opened.status();
-    disk->file_ = std::move(*opened);
-    bytes = disk->file_->size_bytes();
-  }
-  io::RbdImage* rbd = disk->rbd_.get();
-  io::ImageFile* file = disk->file_.get();
-  disk->make_engine_ = [rbd, file](io::RingLender* lender, uint32_t depth)
+  // As the mount opens it (image/open_image.h), without the image lock.
+  image::ImageSpec image_spec =
+      fuse::ImageSpecOf(*spec, io::EngineKind::kUring);
+  image_spec.lock = false;
+  auto opened = image::OpenImage(image_spec);
+  if (!opened.ok()) return opened.status();
+  disk->image_ = std::move(*opened);
+  const uint64_t bytes = disk->image_->size_bytes();
+  image::Image* served = disk->image_.get();
+  disk->make_engine_ = [served](io::RingLender* lender, uint32_t depth)
       -> absl::StatusOr<std::unique_ptr<io::IoEngine>> {
     io::EngineOptions options;
-    options.kind = io::EngineKind::kUring;  // for a file; rbd ignores it
     options.depth = depth;
     options.ring_lender = lender;
-    if (rbd != nullptr) return io::CreateRbdEngine(options, *rbd);
-    return io::CreateEngine(options, *file);
+    return served->MakeEngine(options);
   };
   if (bytes < size) {
     return absl::InvalidArgumentError(

@@ -23,9 +23,8 @@
 #include "absl/status/statusor.h"
 #include "fuse/channel/ring_companion.h"
 #include "fuse/protocol/handler.h"
-#include "io/image_file.h"
+#include "image/image.h"
 #include "io/io_engine.h"
-#include "io/rbd_image.h"
 #include "io/ring_lender.h"
 
 namespace pvdisk::bench {
@@ -65,9 +64,8 @@ class FloorDisk {
  private:
   FloorDisk(uint64_t size, uint32_t depth) : size_(size), depth_(depth) {}
 
-  // One of the two is open; engines borrow it.
-  std::unique_ptr<io::ImageFile> file_;
-  std::unique_ptr<io::RbdImage> rbd_;
+  // The image the engines serve; it outlives them.
+  std::shared_ptr<image::Image> image_;
   FloorEngineMaker make_engine_;
   const uint64_t size_;
   const uint32_t depth_;

@@ -36,8 +36,8 @@
 #include "fuse/disk.h"
 #include "fuse/filesystem.h"
 #include "fuse/protocol/session.h"
+#include "image/open_image.h"
 #include "io/engine_factory.h"
-#include "io/image_file.h"
 #include "transport/memory_budget.h"
 #include "transport/transport.h"
 
@@ -330,10 +330,14 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
           absl::StrCat("two images would both be named '", name,
                        "' in the mount; rename one of them"));
     }
-    // Open once now, so that an unreadable or odd-sized image is reported
-    // here, before anything is mounted.
-    absl::StatusOr<std::unique_ptr<io::ImageFile>> image =
-        io::ImageFile::Open(path, spec->read_only, /*want_direct=*/false);
+    // Open once now (through the image layer, for the disk's virtual
+    // size; no lock, no O_DIRECT), so that an unreadable or odd-sized image
+    // is reported here, before anything is mounted.
+    image::ImageSpec probe = fuse::ImageSpecOf(*spec, io::EngineKind::kNull);
+    probe.path = path;
+    probe.lock = false;
+    absl::StatusOr<std::shared_ptr<image::Image>> image =
+        image::OpenImage(probe);
     if (!image.ok()) return image.status();
     if (spec->expected_size && *spec->expected_size != (*image)->size_bytes()) {
       return absl::InvalidArgumentError(absl::StrCat(

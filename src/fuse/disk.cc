@@ -1,17 +1,14 @@
 #include "fuse/disk.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <functional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/log.h"
 #include "base/size.h"
 #include "base/status_macros.h"
-#include "io/image_lock.h"
-#include "io/rbd_engine.h"
+#include "image/open_image.h"
 
 namespace pvdisk::fuse {
 namespace {
@@ -26,15 +23,6 @@ std::string SerialOf(const std::string& where, const std::string& identity,
       absl::StrCat(where, "\n", identity, "\n", size_bytes));
   return absl::StrFormat("pvdisk-%012x", hash & 0xffffffffffffULL);
 }
-
-}  // namespace
-
-bool EngineWantsDirect(io::EngineKind kind) {
-  // The null engine never touches the image, so O_DIRECT does not matter.
-  return kind != io::EngineKind::kNull;
-}
-
-namespace {
 
 // What every engine of the disk gets from its --disk spec (the depth and
 // the ring come per engine).
@@ -52,17 +40,28 @@ io::EngineOptions BaseEngineOptions(const DiskSpec& spec, io::EngineKind kind) {
 
 }  // namespace
 
+image::ImageSpec ImageSpecOf(const DiskSpec& spec, io::EngineKind engine) {
+  image::ImageSpec image;
+  image.path = spec.path;
+  image.rbd = spec.rbd;
+  image.read_only = spec.read_only;
+  image.lock = spec.lock;
+  image.engine = engine;
+  return image;
+}
+
 transport::EngineFactory EngineFactoryFor(const DiskSpec& spec,
-                                          io::EngineKind kind,
-                                          const io::ImageFile* image) {
+                                          std::shared_ptr<image::Image> image) {
   // Backends call this again to replace a failed engine: it owns what it
-  // captures (the image outlives the transport).
-  io::EngineOptions base_engine_options = BaseEngineOptions(spec, kind);
-  return [image, base_engine_options](uint32_t depth, io::RingLender* lender) {
+  // captures.
+  io::EngineOptions base_engine_options =
+      BaseEngineOptions(spec, image->engine());
+  return [image = std::move(image), base_engine_options](
+             uint32_t depth, io::RingLender* lender) {
     io::EngineOptions engine_options = base_engine_options;
     engine_options.depth = depth;
     engine_options.ring_lender = lender;
-    return io::CreateEngine(engine_options, *image);
+    return image->MakeEngine(engine_options);
   };
 }
 
@@ -92,49 +91,20 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
   disk->options_ = options;
   disk->delay_ = spec.delay;
   const bool in_process = options.backend == BackendMode::kProcess;
-  // Backends call make_engine again to replace a failed engine: it owns what
-  // it captures (the image outlives the transport).
-  transport::EngineFactory make_engine;
-  std::string serial;
-  if (spec.rbd) {
-    if (in_process) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--disk ", spec.path,
-          ": --backend process serves image files only; use --backend "
-          "thread for an rbd: disk"));
-    }
-    io::EngineOptions base_engine_options =
-        BaseEngineOptions(spec, io::EngineKind::kRbd);
-    PVDISK_ASSIGN_OR_RETURN(disk->rbd_,
-                            io::RbdImage::Open(*spec.rbd, spec.read_only));
-    disk->options_.engine = io::EngineKind::kRbd;
-    serial =
-        SerialOf(spec.rbd->Name(), disk->rbd_->id(), disk->rbd_->size_bytes());
-    io::RbdImage* rbd = disk->rbd_.get();
-    make_engine = [rbd, base_engine_options](uint32_t depth,
-                                             io::RingLender* lender) {
-      io::EngineOptions engine_options = base_engine_options;
-      engine_options.depth = depth;
-      engine_options.ring_lender = lender;
-      return io::CreateRbdEngine(engine_options, *rbd);
-    };
-  } else {
-    PVDISK_ASSIGN_OR_RETURN(
-        disk->image_, io::ImageFile::Open(spec.path, spec.read_only,
-                                          EngineWantsDirect(options.engine)));
-    // Locked before anything else is built, so that a refused mount creates
-    // nothing; held as long as the image stays open.
-    if (spec.lock) {
-      PVDISK_RETURN_IF_ERROR(
-          io::LockImage(disk->image_->fd(), spec.path, spec.read_only));
-      disk->locked_ = true;
-    }
-    struct stat st;
-    uint64_t inode = fstat(disk->image_->fd(), &st) == 0 ? st.st_ino : 0;
-    serial = SerialOf(disk->image_->path(), absl::StrCat(inode),
-                      disk->image_->size_bytes());
-    make_engine = EngineFactoryFor(spec, options.engine, disk->image_.get());
+  PVDISK_ASSIGN_OR_RETURN(disk->image_,
+                          image::OpenImage(ImageSpecOf(spec, options.engine)));
+  disk->options_.engine = disk->image_->engine();
+  if (in_process && disk->image_->files().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--disk ", spec.path,
+        ": --backend process serves images made of files, which it sends "
+        "to its backend; use --backend thread for this one"));
   }
+  const std::string serial =
+      SerialOf(disk->image_->name(), disk->image_->identity(),
+               disk->image_->size_bytes());
+  // The one way this disk makes engines, whichever image it serves.
+  transport::EngineFactory make_engine = EngineFactoryFor(spec, disk->image_);
   if (spec.expected_size && *spec.expected_size != disk->size_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--disk ", spec.path, ",size=", FormatSize(*spec.expected_size),
@@ -143,7 +113,7 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
 
   transport::TransportOptions transport_options = options.transport;
   transport_options.queue.name = absl::StrCat("pvdisk-", name);
-  transport_options.queue.disk_sectors = disk->size_bytes() / 512;
+  transport_options.queue.disk_sectors = disk->image_->size_sectors();
   transport_options.queue.read_only = spec.read_only;
   transport_options.queue.serial = serial;
   if (in_process) {
@@ -162,7 +132,7 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
     process.keep_stderr = options.backend_keeps_stderr;
     // The backend gets the image as this open of it, never as a path: the
     // path may name another file, or none, by the time a backend restarts.
-    process.image_fds = {disk->image_->fd()};
+    process.image_fds = disk->image_->files();
     process.engine_config = EncodeEngineConfig(spec, options.engine);
     PVDISK_ASSIGN_OR_RETURN(disk->supervisor_,
                             transport::process::BackendSupervisor::Start(
@@ -199,20 +169,15 @@ void Disk::Shutdown(std::chrono::steady_clock::time_point deadline) {
     // Abandon()'s contract (see Shutdown in disk.h): engines may still use
     // the transport's pages and the image's descriptor.
     (void)transport_.release();
-    (void)image_.release();
-    (void)rbd_.release();
+    (void)new std::shared_ptr<image::Image>(std::move(image_));
     return;
   }
-  if (image_ && !image_->read_only() && fdatasync(image_->fd()) != 0) {
-    LogInfo("fdatasync of %s failed: %s", image_->path(), strerror(errno));
-  }
-  if (rbd_) {
-    if (absl::Status flushed = rbd_->Flush(); !flushed.ok()) {
-      LogInfo("%s", flushed.ToString());
-    }
+  if (!image_) return;
+  if (absl::Status flushed = image_->Flush(); !flushed.ok()) {
+    LogInfo("%s", flushed.message());
   }
   // Free the image for the next user as soon as its data is durable.
-  if (locked_) io::UnlockImage(image_->fd());
+  image_->Release();
 }
 
 void Disk::Abandon() {
@@ -245,10 +210,10 @@ stats::DiskReport Disk::Report() const {
   stats::DiskReport report;
   report.name = name_;
   report.config = {
-      {"image", rbd_ ? rbd_->spec().Name() : image_->path()},
+      {"image", image_->name()},
       {"size", absl::StrCat(size_bytes())},
       {"read_only", read_only() ? "yes" : "no"},
-      {"lock", locked_ ? "on" : "off"},
+      {"lock", image_->locked() ? "on" : "off"},
       {"frontend", std::string(transport_->queue(0).protocol().name())},
       {"queues", absl::StrCat(t.queues)},
       {"queue_map", std::string(transport::QueueMapName(t.queue_map))},
@@ -315,15 +280,7 @@ stats::DiskReport Disk::Report() const {
     report.config.push_back(
         {"backend_restart_limit", absl::StrCat(supervisor_->restart_limit())});
   }
-  if (rbd_) {
-    report.config.push_back({"rbd_pool", rbd_->spec().pool});
-    report.config.push_back({"rbd_image", rbd_->spec().image});
-    report.config.push_back({"rbd_conf", rbd_->spec().conf.empty()
-                                             ? "default"
-                                             : rbd_->spec().conf});
-    report.config.push_back(
-        {"rbd_timeout_s", absl::StrCat(rbd_->spec().timeout_seconds)});
-  }
+  for (auto& line : image_->Describe()) report.config.push_back(line);
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     report.queues.push_back(transport_->queue(q).stats().Snapshot());
   }

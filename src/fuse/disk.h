@@ -1,5 +1,6 @@
-// Disk: one raw image as the mount serves it: the open image, its queue(s)
-// with their engines, and what the stats file shows about it.
+// Disk: one image as the mount serves it: the open image (image/image.h),
+// its queue(s) with the engines the image makes, and what the stats file
+// shows about it.
 #pragma once
 
 #include <chrono>
@@ -12,9 +13,9 @@
 
 #include "absl/status/statusor.h"
 #include "fuse/operations_in_flight.h"
+#include "image/image.h"
+#include "image/image_spec.h"
 #include "io/engine_factory.h"
-#include "io/image_file.h"
-#include "io/rbd_image.h"
 #include "io/rbd_spec.h"
 #include "stats/render.h"
 #include "transport/process/backend_supervisor.h"
@@ -84,15 +85,16 @@ struct DiskOptions {
   uint32_t shutdown_timeout_seconds = kDefaultShutdownTimeoutSeconds;
 };
 
-// Whether `kind` wants the image opened with O_DIRECT.
-bool EngineWantsDirect(io::EngineKind kind);
+// The image `spec` names, to be served by `engine` (--engine; an RBD image
+// has its own).
+image::ImageSpec ImageSpecOf(const DiskSpec& spec, io::EngineKind engine);
 
-// How the backend of a disk makes its engines: `kind` over `image` (which
-// must outlive the factory), with `spec`'s fault injection. Used by the
-// daemon (Disk::Open) and by a backend process (cli/backend_command.cc).
+// How the backend of a disk makes its engines: the image's (Image::
+// MakeEngine), with `spec`'s fault injection and delay. The factory holds
+// the image, which so outlives every engine made. Used by the daemon
+// (Disk::Open) and by a backend process (cli/backend_command.cc).
 transport::EngineFactory EngineFactoryFor(const DiskSpec& spec,
-                                          io::EngineKind kind,
-                                          const io::ImageFile* image);
+                                          std::shared_ptr<image::Image> image);
 
 // What a backend process gets in BackendSetup::engine_config: the --disk
 // argument as given (for its options; its path only names the image in
@@ -119,7 +121,8 @@ class Disk {
   // Waits for every operation DiskIo has accepted to be answered (including
   // writes still waiting for the write order and read-modify-writes between
   // their read and their write), then for the queues to drain, stops the
-  // threads, and makes what was written durable (fdatasync). Idempotent.
+  // threads, and makes what was written durable (Image::Flush) and frees
+  // the image (Image::Release). Idempotent.
   // Call it only once nothing can start new operations (the FUSE loop has
   // ended).
   //
@@ -127,8 +130,8 @@ class Disk {
   // abandoned: a backend process is killed (SIGKILL), every request left
   // fails with EIO (so each FUSE caller gets its answer), one line on
   // stderr says how many requests and bytes were given up, and abandoned()
-  // becomes true. The image is then neither synced (it does not answer)
-  // nor unlocked by hand: its lock goes with the last reference to the
+  // becomes true. The image is then neither flushed (it does not answer)
+  // nor released by hand: its lock goes with the last reference to the
   // open file, which I/O still in the kernel holds.
   // Contract after abandoning: an engine may still hold the requests and
   // write into their pages, so the disk's transport and image are never
@@ -145,17 +148,12 @@ class Disk {
   }
 
   const std::string& name() const { return name_; }
-  uint64_t size_bytes() const {
-    return rbd_ ? rbd_->size_bytes() : image_->size_bytes();
-  }
-  bool read_only() const {
-    return rbd_ ? rbd_->read_only() : image_->read_only();
-  }
-  // The image's owner, group, mode and times when it was opened (an RBD
-  // image's: see RbdImage::attributes).
-  const struct stat& image_stat() const {
-    return rbd_ ? rbd_->attributes() : image_->stat_at_open();
-  }
+  // The image's virtual size: the disk's.
+  uint64_t size_bytes() const { return image_->size_bytes(); }
+  bool read_only() const { return image_->read_only(); }
+  // The image's owner, group, mode and times when it was opened (see
+  // Image::attributes).
+  const struct stat& image_stat() const { return image_->attributes(); }
 
   // The queue for a request starting at `sector` (the --queue-map policy).
   transport::Queue& QueueFor(uint64_t sector) {
@@ -182,11 +180,10 @@ class Disk {
 
   std::string name_;
   DiskOptions options_;
-  // Exactly one of image_ and rbd_ is set: what the disk serves.
-  std::unique_ptr<io::ImageFile> image_;
+  // What the disk serves. Shared with the engine factory of transport_,
+  // and declared before it: it outlives every engine it made.
+  std::shared_ptr<image::Image> image_;
   std::optional<io::CompletionDelay> delay_;  // for the stats header
-  std::unique_ptr<io::RbdImage> rbd_;
-  bool locked_ = false;
   std::unique_ptr<transport::Transport> transport_;
   // --backend process only: the backend process and its watcher.
   std::unique_ptr<transport::process::BackendSupervisor> supervisor_;

@@ -88,10 +88,8 @@ std::string_view EngineKindName(EngineKind kind) {
   return "unknown";
 }
 
-absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
+absl::StatusOr<std::unique_ptr<IoEngine>> CreateFileEngine(
     const EngineOptions& options, const ImageFile& image) {
-  PVDISK_RETURN_IF_ERROR(
-      CheckEngineOptions(options, image.size_sectors(), image.path()));
   std::unique_ptr<IoEngine> engine;
   switch (options.kind) {
     case EngineKind::kUring: {
@@ -112,6 +110,15 @@ absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
   if (engine == nullptr) {
     return absl::InvalidArgumentError("unknown engine kind");
   }
+  return engine;
+}
+
+absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
+    const EngineOptions& options, const ImageFile& image) {
+  PVDISK_RETURN_IF_ERROR(
+      CheckEngineOptions(options, image.size_sectors(), image.path()));
+  PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<IoEngine> engine,
+                          CreateFileEngine(options, image));
   return WrapEngine(std::move(engine), options);
 }
 

@@ -54,8 +54,17 @@ struct EngineOptions {
   RingLender* ring_lender = nullptr;
 };
 
-// `image` must stay open for the engine's lifetime.
+// `image` must stay open for the engine's lifetime. Checks `options`
+// against the file's size (CheckEngineOptions) and wraps the engine
+// (WrapEngine): a raw image's engine as tests and benchmarks make it.
 absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
+    const EngineOptions& options, const ImageFile& image);
+
+// The bare engine of options.kind (uring, sync or null) over `image`, which
+// must stay open for its lifetime: no checks of the options, no decorators.
+// For an image layer (image/) that checks against its own virtual size and
+// wraps the engine itself.
+absl::StatusOr<std::unique_ptr<IoEngine>> CreateFileEngine(
     const EngineOptions& options, const ImageFile& image);
 
 // For engines made elsewhere (the rbd engine): whether `options` fit an image

@@ -23,7 +23,7 @@ namespace pvdisk::transport::process {
 // (setup.image_files of them, in the order of BackendSetup::image_files),
 // and holds the fence (io_fence.h) on its own open of the first one. The
 // descriptors are closed once it returns: what it keeps, it opens again
-// from them (io::ImageFile::Reopen), which is also how it gets an open file
+// from them (image::OpenImageFromFiles), which is also how it gets an open file
 // description of its own for the fence.
 using EngineFactoryMaker = std::function<absl::StatusOr<EngineFactory>(
     const BackendSetup& setup, const std::vector<int>& image_fds)>;

@@ -1,0 +1,100 @@
+// Image: what one disk reads and writes, as the disk sees it. A raw image
+// file and an RBD image today; a format (qcow2, with its backing chain) is a
+// third kind behind the same interface. Control path only: the request path
+// runs through the engines an image makes, never through the image.
+//
+// What an image is:
+// - a virtual size, the disk's size (a format maps it onto its files, so it
+//   need not be any file's size);
+// - the files it is made of (none, one for a raw image, one per layer for a
+//   backing chain), which is how a backend process gets the same image: the
+//   daemon sends files() over SCM_RIGHTS and the backend rebuilds the image
+//   with OpenImageFromFiles (open_image.h);
+// - state shared by every per-thread engine that outlives each of them (the
+//   open files and their locks; librbd's connection and handle; a format's
+//   metadata cache, later): the image outlives every engine it made;
+// - its own flush, which makes durable whatever it keeps (a format's dirty
+//   metadata too), so unmount flushes through the image.
+//
+// How a format will turn one request into several engine I/Os: MakeEngine
+// returns the engine that serves the disk; a format returns a decorator over
+// engines of its files (as the fault and delay decorators wrap one today)
+// that maps each virtual request through the image's shared metadata into
+// I/Os on the files (metadata reads first, then the data), completing the
+// request with the last of them. That needs room for more engine I/Os than
+// the ring has slots and a loop that counts progress without a completion as
+// work (the engine model's business); this interface stays as it is.
+//
+// How several files will reach one engine: today every engine addresses the
+// single file of a raw image. IoRequest will carry a small file index (it
+// fits in the padding after IoRequest::op, so a request stays the same size),
+// engines will be made over all of files(), and the uring engine will
+// register them all as fixed files (io_uring_register_files with every
+// descriptor), so that the index is the fixed-file slot and a request pays
+// nothing for it.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "io/engine_factory.h"
+#include "io/io_engine.h"
+
+namespace pvdisk::image {
+
+class Image {
+ public:
+  virtual ~Image() = default;
+
+  // How messages and the stats header name the image: its path, or
+  // rbd:POOL/IMAGE.
+  virtual const std::string& name() const = 0;
+  // The disk's size in bytes (a positive multiple of 512).
+  virtual uint64_t size_bytes() const = 0;
+  uint64_t size_sectors() const { return size_bytes() / 512; }
+  virtual bool read_only() const = 0;
+  // Whether the image holds its lock (io/image_lock.h) against other users.
+  virtual bool locked() const = 0;
+  // What names this image and no other while it exists, across opens (a
+  // file's inode, librbd's image id): part of the disk's serial.
+  virtual std::string identity() const = 0;
+  // Owner, group, mode and times for the disk's file in the mount, as they
+  // were when the image was opened.
+  virtual const struct stat& attributes() const = 0;
+  // The engine that serves the image: the one it was opened for (an image of
+  // files), or its own (rbd).
+  virtual io::EngineKind engine() const = 0;
+  // The descriptors of the files the image is made of, in the order it
+  // stacks them (top first); empty for an image without local files (RBD).
+  // Owned by the image and open while it lives.
+  virtual std::vector<int> files() const = 0;
+  // Lines of its own for the stats header, after the ones every disk has.
+  virtual std::vector<std::pair<std::string, std::string>> Describe() const {
+    return {};
+  }
+
+  // Makes an engine of engine() (options.kind is ignored) for one backend
+  // thread; the image must outlive it. Checks `options` against the
+  // virtual size (io::CheckEngineOptions) and wraps the engine in the
+  // decorators they ask for (io::WrapEngine). Called once per backend
+  // thread, and again when a backend replaces a failed engine.
+  virtual absl::StatusOr<std::unique_ptr<io::IoEngine>> MakeEngine(
+      const io::EngineOptions& options) = 0;
+
+  // Makes every write its engines have completed durable (fdatasync of the
+  // files, rbd_flush, ...). A read-only image has nothing to flush.
+  virtual absl::Status Flush() = 0;
+  // Frees the image for its next user (drops its locks), once its last I/O
+  // is done and flushed. Idempotent; the destructor does it too. Closing is
+  // not enough where an io_uring still holds a file (see UnlockImage).
+  virtual void Release() = 0;
+};
+
+}  // namespace pvdisk::image

@@ -1,0 +1,32 @@
+// ImageSpec: which image to open and how (open_image.h). Plain data.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "io/engine_factory.h"
+#include "io/rbd_spec.h"
+
+namespace pvdisk::image {
+
+struct ImageSpec {
+  // The image file; for an RBD image only how messages name it (rbd names
+  // the image itself). Opened from descriptors, only a label.
+  std::string path;
+  // An RBD image instead of files.
+  std::optional<io::RbdSpec> rbd;
+  bool read_only = false;
+  // Take the image lock (io/image_lock.h); false: take none.
+  bool lock = true;
+  // The engine for an image of files (--engine): it decides whether the
+  // files are opened with O_DIRECT. An RBD image has its own engine.
+  io::EngineKind engine = io::EngineKind::kUring;
+};
+
+// Whether `kind` wants the image's files opened with O_DIRECT.
+inline bool EngineWantsDirect(io::EngineKind kind) {
+  // The null engine never touches the files, so O_DIRECT does not matter.
+  return kind != io::EngineKind::kNull;
+}
+
+}  // namespace pvdisk::image

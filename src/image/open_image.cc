@@ -1,0 +1,79 @@
+#include "image/open_image.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "image/raw_image.h"
+#include "image/rbd_volume.h"
+#include "io/image_file.h"
+#include "io/image_lock.h"
+#include "io/rbd_image.h"
+
+namespace pvdisk::image {
+namespace {
+
+// How an image's files come to hold its lock.
+enum class LockHow {
+  kTake,  // the first open: take it, failing if another user holds it
+  kJoin,  // another open of files the opener has locked: take it alongside
+};
+
+// The one place an image of files is built from its open files, whoever
+// opened them.
+absl::StatusOr<std::shared_ptr<Image>> FromOpenFiles(
+    const ImageSpec& spec, std::vector<std::unique_ptr<io::ImageFile>> files,
+    LockHow lock_how) {
+  if (files.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("image ", spec.path, " is a raw image of one file, not ",
+                     files.size()));
+  }
+  // Locked before anything else is built on the image, so that a refused
+  // mount creates nothing; held as long as the image stays open.
+  bool locked = false;
+  if (spec.lock) {
+    const int fd = files[0]->fd();
+    PVDISK_RETURN_IF_ERROR(
+        lock_how == LockHow::kTake
+            ? io::LockImage(fd, spec.path, spec.read_only)
+            : io::JoinImageLock(fd, spec.path, spec.read_only));
+    locked = true;
+  }
+  return std::make_shared<RawImage>(std::move(files[0]), spec.engine, locked);
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Image>> OpenImage(const ImageSpec& spec) {
+  if (spec.rbd) {
+    PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<io::RbdImage> rbd,
+                            io::RbdImage::Open(*spec.rbd, spec.read_only));
+    return std::make_shared<RbdVolume>(std::move(rbd));
+  }
+  std::vector<std::unique_ptr<io::ImageFile>> files;
+  PVDISK_ASSIGN_OR_RETURN(files.emplace_back(),
+                          io::ImageFile::Open(spec.path, spec.read_only,
+                                              EngineWantsDirect(spec.engine)));
+  return FromOpenFiles(spec, std::move(files), LockHow::kTake);
+}
+
+absl::StatusOr<std::shared_ptr<Image>> OpenImageFromFiles(
+    const ImageSpec& spec, const std::vector<int>& fds) {
+  if (spec.rbd) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec.rbd->Name(), " is an RBD image: it has no files to open"));
+  }
+  std::vector<std::unique_ptr<io::ImageFile>> files;
+  for (int fd : fds) {
+    // An open of our own: its own locks (which belong to an open file
+    // description) and O_DIRECT as the engine wants it.
+    PVDISK_ASSIGN_OR_RETURN(
+        files.emplace_back(),
+        io::ImageFile::Reopen(fd, spec.path, spec.read_only,
+                              EngineWantsDirect(spec.engine)));
+  }
+  return FromOpenFiles(spec, std::move(files), LockHow::kJoin);
+}
+
+}  // namespace pvdisk::image
