@@ -21,10 +21,6 @@ std::string FlagAgainstInline(const ParsedArgs& parsed,
     return "--backend process";
   }
   for (const fuse::DiskSpec& disk : disks) {
-    if (disk.engine_fail) {
-      return absl::StrCat("--disk ", disk.path,
-                          ",engine_fail=", *disk.engine_fail);
-    }
     // A delay's timer wakes only a thread that sleeps in its own Run().
     if (disk.delay) return absl::StrCat("--disk ", disk.path, ",delay=");
   }

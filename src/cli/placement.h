@@ -8,9 +8,7 @@
 // run inline; --poll-us is the queue thread's spin for its I/O's completion
 // at depth below 2. Flags that ask otherwise (--queues N for another N,
 // --queue-map, --backend-threads, --irq thread) make no sense with it and
-// are refused; so is --fuse-io classic, and the
-// test-only engine_fail= (an engine on a borrowed ring never fails as a
-// whole, and replacing one would need its ring's owner to wait for it),
+// are refused; so is --fuse-io classic,
 // --backend process (the backend is in another process), and disks with a
 // delay= model: its timer wakes only a thread that sleeps in the engine's
 // own Run(). (An rbd: disk's engine watches librbd's eventfd on the ring.)

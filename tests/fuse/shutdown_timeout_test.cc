@@ -5,7 +5,7 @@
 //
 // Two hangs, both real: a backend process stopped with SIGSTOP, and (thread
 // backends) an engine that never completes I/O on one sector, the test-only
-// fault PVDISK_TEST_FAULT=hang=SECTOR (src/io/hanging_engine.h), given to
+// fault PVDISK_TEST_FAULT=hang=SECTOR (src/io/test_fault.h), given to
 // the daemon only through its environment.
 //
 // The daemon runs with --foreground under the test, so that its stderr (the
