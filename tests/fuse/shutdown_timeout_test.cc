@@ -33,7 +33,8 @@ using std::chrono::steady_clock;
 
 constexpr uint64_t kMiB = 1 << 20;
 constexpr int kTimeoutSeconds = 2;
-// What the issue allows beyond the timeout for the daemon to be gone.
+// How long after the timeout the daemon may take to be gone (the contract:
+// the timeout plus a few seconds to log, kill backends and exit).
 constexpr auto kExitAllowance = std::chrono::seconds(kTimeoutSeconds + 5);
 // The 4 KiB block the hung write goes to (sector 8192), away from the data
 // written before the hang.
@@ -131,7 +132,7 @@ bool HungWriteInFlight(const std::string& mountpoint) {
 }
 
 // --backend process: the backend is stopped (SIGSTOP) with a write in
-// flight, then the daemon gets SIGTERM (the issue's reproduction).
+// flight, then the daemon gets SIGTERM.
 TEST(ShutdownTimeoutTest, StoppedBackendProcessIsKilledAndAbandoned) {
   PVDISK_REQUIRE_FUSE();
   TempDir dir;
