@@ -34,6 +34,7 @@
 #include "fuse/channel/uring_channel.h"
 #include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
+#include "fuse/disk_options_check.h"
 #include "fuse/filesystem.h"
 #include "fuse/protocol/session.h"
 #include "io/engine_factory.h"
@@ -422,16 +423,6 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
                           first_of("backend", "thread", "process"));
   config->options.backend =
       backend_thread ? fuse::BackendMode::kThread : fuse::BackendMode::kProcess;
-  if (!backend_thread && parsed.Get("irq", "") == "inline") {
-    return absl::InvalidArgumentError(
-        "--irq inline runs the frontend's interrupt handler on the backend "
-        "thread, which --backend process puts in another process: use --irq "
-        "thread (the default with --backend process)");
-  }
-  if (parsed.Has("backend-restart-limit") && backend_thread) {
-    return absl::InvalidArgumentError(
-        "--backend-restart-limit applies to --backend process only");
-  }
   PVDISK_ASSIGN_OR_RETURN(
       uint64_t restart_limit,
       number("backend-restart-limit", transport::process::kDefaultRestartLimit,
@@ -449,15 +440,11 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
       io::ParseEngineKind(parsed.Get("engine", "uring"));
   if (!engine.ok()) return engine.status();
   config->options.engine = *engine;
-  for (const fuse::DiskSpec& disk : config->disks) {
-    if (disk.rbd && *engine != io::EngineKind::kUring) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--engine ", std::string(io::EngineKindName(*engine)),
-          " applies to image files; ", disk.rbd->Name(),
-          " is always served by the rbd engine (leave --engine out, or "
-          "serve it in a mount of its own)"));
-    }
-  }
+  fuse::DiskOptionFlags disk_flags;
+  disk_flags.irq = parsed.Has("irq");
+  disk_flags.backend_restart_limit = parsed.Has("backend-restart-limit");
+  PVDISK_RETURN_IF_ERROR(
+      fuse::CheckDiskOptions(config->options, disk_flags, config->disks));
   PVDISK_ASSIGN_OR_RETURN(uint64_t fuse_threads,
                           number("fuse-threads", fuse::kDefaultFuseThreads, 1,
                                  fuse::kMaxFuseThreads));
