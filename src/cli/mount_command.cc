@@ -332,21 +332,7 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
     absl::StatusOr<std::unique_ptr<io::ImageFile>> image =
         io::ImageFile::Open(path, spec->read_only, /*want_direct=*/false);
     if (!image.ok()) return image.status();
-    if (spec->expected_size && *spec->expected_size != (*image)->size_bytes()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--disk ", text, ": the image has ", (*image)->size_bytes(),
-          " bytes, not ", FormatSize(*spec->expected_size)));
-    }
-    if (spec->fault) {
-      uint64_t sectors = (*image)->size_sectors();
-      if (spec->fault->first_sector >= sectors ||
-          spec->fault->sector_count > sectors - spec->fault->first_sector) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--disk ", text, ": the eio range ", spec->fault->first_sector, "+",
-            spec->fault->sector_count, " does not fit in the image's ", sectors,
-            " sectors"));
-      }
-    }
+    PVDISK_RETURN_IF_ERROR(fuse::CheckDiskSpec(*spec, (*image)->size_bytes()));
     spec->path = path;
     config->disks.push_back(*spec);
     config->names.push_back(name);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "base/size.h"
 
 namespace pvdisk::fuse {
 
@@ -28,6 +29,25 @@ absl::Status CheckDiskOptions(const DiskOptions& options,
           " applies to image files; ", disk.rbd->Name(),
           " is always served by the rbd engine (leave --engine out, or "
           "serve it in a mount of its own)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckDiskSpec(const DiskSpec& spec, uint64_t size_bytes) {
+  if (spec.expected_size && *spec.expected_size != size_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--disk ", spec.arg, ": the image has ", size_bytes,
+                     " bytes, not ", FormatSize(*spec.expected_size)));
+  }
+  if (spec.fault) {
+    const uint64_t sectors = size_bytes / 512;
+    if (spec.fault->first_sector >= sectors ||
+        spec.fault->sector_count > sectors - spec.fault->first_sector) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--disk ", spec.arg, ": the eio range ",
+                       spec.fault->first_sector, "+", spec.fault->sector_count,
+                       " does not fit in the image's ", sectors, " sectors"));
     }
   }
   return absl::OkStatus();

@@ -25,4 +25,9 @@ absl::Status CheckDiskOptions(const DiskOptions& options,
                               const DiskOptionFlags& given,
                               const std::vector<DiskSpec>& disks);
 
+// Whether `spec` fits its image of `size_bytes`: the size it expects
+// (size=) and its eio= range. Refuses, naming the --disk argument
+// (spec.arg), what the image has and what was asked.
+absl::Status CheckDiskSpec(const DiskSpec& spec, uint64_t size_bytes);
+
 }  // namespace pvdisk::fuse

@@ -70,5 +70,31 @@ TEST(CheckDiskOptionsTest, AnRbdDiskTakesNoOtherEngine) {
             "mount of its own)");
 }
 
+TEST(CheckDiskSpecTest, SizeAndEioRangeFitTheImage) {
+  constexpr uint64_t kBytes = 1 << 20;  // 2048 sectors
+  DiskSpec spec;
+  spec.arg = "a.img,size=2M";
+  spec.expected_size = 2 << 20;
+  absl::Status checked = CheckDiskSpec(spec, kBytes);
+  EXPECT_TRUE(absl::IsInvalidArgument(checked)) << checked;
+  EXPECT_EQ(checked.message(),
+            "--disk a.img,size=2M: the image has 1048576 bytes, not 2 MiB");
+  spec.expected_size = kBytes;
+  EXPECT_TRUE(CheckDiskSpec(spec, kBytes).ok());
+
+  spec = DiskSpec{};
+  spec.arg = "a.img,eio=2040+9";
+  spec.fault = io::FaultRange{2040, 9};
+  checked = CheckDiskSpec(spec, kBytes);
+  EXPECT_TRUE(absl::IsInvalidArgument(checked)) << checked;
+  EXPECT_EQ(checked.message(),
+            "--disk a.img,eio=2040+9: the eio range 2040+9 does not fit in "
+            "the image's 2048 sectors");
+  spec.fault = io::FaultRange{2040, 8};  // the last 8 sectors
+  EXPECT_TRUE(CheckDiskSpec(spec, kBytes).ok());
+  spec.fault = io::FaultRange{2048, 1};
+  EXPECT_FALSE(CheckDiskSpec(spec, kBytes).ok());
+}
+
 }  // namespace
 }  // namespace pvdisk::fuse
