@@ -134,8 +134,7 @@ absl::StatusOr<std::unique_ptr<FloorDisk>> FloorDisk::Open(
     std::string_view image, uint64_t size, uint32_t depth) {
   auto spec = cli::ParseDiskArg(absl::string_view(image.data(), image.size()));
   if (!spec.ok()) return spec.status();
-  if (spec->read_only || spec->expected_size || spec->fault || spec->delay ||
-      spec->engine_fail) {
+  if (spec->read_only || spec->expected_size || spec->fault || spec->delay) {
     return absl::InvalidArgumentError(
         "fuse_floor serves an image file or rbd:POOL/IMAGE[,conf=PATH]"
         "[,id=CLIENT][,timeout=SECONDS], with no other option");

@@ -137,17 +137,6 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
                          "sectors), e.g. eio=2048+8"));
       }
       spec.fault = fault;
-    } else if (option.rfind("engine_fail=", 0) == 0) {
-      uint64_t submissions = 0;
-      if (!absl::SimpleAtoi(option.substr(12), &submissions) ||
-          submissions == 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--disk ", text,
-            ": engine_fail takes a count of submissions from 1 (test only: "
-            "the engine fails as a whole at that submission), e.g. "
-            "engine_fail=100"));
-      }
-      spec.engine_fail = submissions;
     } else if (option.rfind("delay=", 0) == 0) {
       absl::StatusOr<uint32_t> us =
           ParseDelayUs(text, "delay", absl::string_view(option).substr(6));
@@ -162,8 +151,7 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
       return absl::InvalidArgumentError(
           absl::StrCat("--disk ", text, ": unknown option '", option,
                        "'; allowed: ro, lock=on|off, size=SIZE, "
-                       "eio=SECTOR[+COUNT], delay=US, delay-write=US, "
-                       "engine_fail=N (test only)",
+                       "eio=SECTOR[+COUNT], delay=US, delay-write=US",
                        spec.rbd ? ", and for rbd: disks conf=PATH, id=CLIENT, "
                                   "timeout=SECONDS"
                                 : ""));

@@ -1,6 +1,6 @@
 // Parsing of one --disk argument:
 // PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]][,delay=US]
-// [,delay-write=US][,engine_fail=N], or
+// [,delay-write=US], or
 // rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,timeout=SECONDS] with the same
 // options but lock= (an RBD image has its own exclusive lock).
 #pragma once

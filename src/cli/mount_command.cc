@@ -34,6 +34,7 @@
 #include "fuse/channel/uring_channel.h"
 #include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
+#include "fuse/disk_options_check.h"
 #include "fuse/filesystem.h"
 #include "fuse/protocol/session.h"
 #include "image/open_image.h"
@@ -52,11 +53,8 @@ struct MountConfig {
   std::vector<std::string> names;     // file names in the mount
   fuse::DiskOptions options;
   unsigned fuse_threads = fuse::kDefaultFuseThreads;
-  fuse::FuseChannelOptions channel;  // --fuse-io as asked (resolved later)
-  PlacementFlag placement = PlacementFlag::kAuto;  // --placement as asked
-  // The transport settings for the backend-thread placement, kept for when
-  // --fuse-io auto resolves to classic after inline was chosen.
-  transport::TransportOptions backend_thread_transport;
+  fuse::FuseChannelOptions channel;  // fuse_io resolved for this kernel
+  std::string fuse_io_note;          // how auto resolved, for the message
   bool allow_other = false;
   bool foreground = false;
 };
@@ -70,8 +68,7 @@ const std::vector<FlagSpec>& MountFlags() {
        "an image to serve; ro = read-only, lock=off = take no image lock "
        "(by default a read-write disk refuses an image another pvdisk or "
        "QEMU uses), size = expected size, eio = fail I/O on those 512-byte "
-       "sectors (fault injection); engine_fail=N (test only) = the I/O "
-       "engine fails as a whole at the N-th submission, once; "
+       "sectors (fault injection); "
        "delay=US[,delay-write=US] = hold each completion US microseconds "
        "after submission (writes: delay-write), on any engine: a device "
        "latency model. Or "
@@ -339,21 +336,7 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
     absl::StatusOr<std::shared_ptr<image::Image>> image =
         image::OpenImage(probe);
     if (!image.ok()) return image.status();
-    if (spec->expected_size && *spec->expected_size != (*image)->size_bytes()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--disk ", text, ": the image has ", (*image)->size_bytes(),
-          " bytes, not ", FormatSize(*spec->expected_size)));
-    }
-    if (spec->fault) {
-      uint64_t sectors = (*image)->size_sectors();
-      if (spec->fault->first_sector >= sectors ||
-          spec->fault->sector_count > sectors - spec->fault->first_sector) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--disk ", text, ": the eio range ", spec->fault->first_sector, "+",
-            spec->fault->sector_count, " does not fit in the image's ", sectors,
-            " sectors"));
-      }
-    }
+    PVDISK_RETURN_IF_ERROR(fuse::CheckDiskSpec(*spec, (*image)->size_bytes()));
     spec->path = path;
     config->disks.push_back(*spec);
     config->names.push_back(name);
@@ -430,16 +413,6 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
                           first_of("backend", "thread", "process"));
   config->options.backend =
       backend_thread ? fuse::BackendMode::kThread : fuse::BackendMode::kProcess;
-  if (!backend_thread && parsed.Get("irq", "") == "inline") {
-    return absl::InvalidArgumentError(
-        "--irq inline runs the frontend's interrupt handler on the backend "
-        "thread, which --backend process puts in another process: use --irq "
-        "thread (the default with --backend process)");
-  }
-  if (parsed.Has("backend-restart-limit") && backend_thread) {
-    return absl::InvalidArgumentError(
-        "--backend-restart-limit applies to --backend process only");
-  }
   PVDISK_ASSIGN_OR_RETURN(
       uint64_t restart_limit,
       number("backend-restart-limit", transport::process::kDefaultRestartLimit,
@@ -457,15 +430,11 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
       io::ParseEngineKind(parsed.Get("engine", "uring"));
   if (!engine.ok()) return engine.status();
   config->options.engine = *engine;
-  for (const fuse::DiskSpec& disk : config->disks) {
-    if (disk.rbd && *engine != io::EngineKind::kUring) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--engine ", std::string(io::EngineKindName(*engine)),
-          " applies to image files; ", disk.rbd->Name(),
-          " is always served by the rbd engine (leave --engine out, or "
-          "serve it in a mount of its own)"));
-    }
-  }
+  fuse::DiskOptionFlags disk_flags;
+  disk_flags.irq = parsed.Has("irq");
+  disk_flags.backend_restart_limit = parsed.Has("backend-restart-limit");
+  PVDISK_RETURN_IF_ERROR(
+      fuse::CheckDiskOptions(config->options, disk_flags, config->disks));
   PVDISK_ASSIGN_OR_RETURN(uint64_t fuse_threads,
                           number("fuse-threads", fuse::kDefaultFuseThreads, 1,
                                  fuse::kMaxFuseThreads));
@@ -483,93 +452,56 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
                                  std::min(fuse::channel::kDefaultHugeEntries,
                                           config->channel.queue_depth),
                                  0, fuse::channel::kMaxUringQueueDepth));
-  if (huge_entries > queue_depth) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--fuse-huge-entries ", huge_entries,
-        " is more than the entries of a queue (--fuse-queue-depth ",
-        queue_depth, "): use 0 to ", queue_depth));
-  }
-  // The payloads' pages matter only where the rings use them in place.
-  if (parsed.Has("fuse-huge-entries") &&
-      (!transport.queue.persistent ||
-       config->options.backend != fuse::BackendMode::kThread)) {
-    return absl::InvalidArgumentError(
-        "--fuse-huge-entries places the FUSE payloads that the rings read "
-        "into and write from in place (zero copy), which needs --persistent "
-        "on and --backend thread; otherwise they are copied and where they "
-        "lie does not matter");
-  }
   config->channel.huge_entries = static_cast<uint32_t>(huge_entries);
   PVDISK_ASSIGN_OR_RETURN(
       config->channel.queue_pin,
       fuse::channel::ParseQueuePin(parsed.Get("fuse-queue-pin", "auto")));
-  // Each channel has its own thread setting; asking for the other one's is
-  // a mistake. --fuse-threads under auto asks for the classic channel.
-  if (parsed.Has("fuse-threads")) {
-    if (config->channel.fuse_io == fuse::channel::FuseIo::kUring) {
-      return absl::InvalidArgumentError(
-          "--fuse-threads sets the /dev/fuse workers of --fuse-io classic; "
-          "--fuse-io uring has one queue per CPU (see --fuse-queue-depth)");
-    }
-    config->channel.fuse_io = fuse::channel::FuseIo::kClassic;
-  }
   PVDISK_ASSIGN_OR_RETURN(config->channel.spread,
                           first_of("fuse-spread", "on", "off"));
-  for (const char* flag : {"fuse-queue-depth", "fuse-queue-pin",
-                           "fuse-huge-entries", "fuse-spread"}) {
-    if (parsed.Has(flag) &&
-        config->channel.fuse_io == fuse::channel::FuseIo::kClassic) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", flag,
-          " sets the io_uring queues of --fuse-io uring (or auto); --fuse-io "
-          "classic has none (see --fuse-threads)"));
-    }
-  }
-
-  PVDISK_ASSIGN_OR_RETURN(config->placement,
-                          ParsePlacement(parsed.Get("placement", "auto")));
-  const uint32_t cpus = fuse::channel::PossibleCpus();
-  config->backend_thread_transport = transport;
+  fuse::FuseChannelFlags channel_flags;
+  channel_flags.fuse_threads = parsed.Has("fuse-threads");
+  channel_flags.queue_depth = parsed.Has("fuse-queue-depth");
+  channel_flags.queue_pin = parsed.Has("fuse-queue-pin");
+  channel_flags.huge_entries = parsed.Has("fuse-huge-entries");
+  channel_flags.spread = parsed.Has("fuse-spread");
   PVDISK_ASSIGN_OR_RETURN(
-      transport::Placement placement,
-      ChoosePlacement(config->placement, config->channel.fuse_io, parsed,
-                      config->disks, transport, cpus));
-  if (placement == transport::Placement::kInline) {
-    transport = InlineTransport(transport, cpus);
-    PVDISK_RETURN_IF_ERROR(transport::ValidateTransportOptions(transport));
-  }
+      config->channel.fuse_io,
+      fuse::CheckFuseChannelOptions(
+          config->channel, channel_flags,
+          transport.queue.persistent &&
+              config->options.backend == fuse::BackendMode::kThread));
 
-  uint64_t budget = transport::DefaultMemoryBudget();
+  PlacementInput placement;
+  PVDISK_ASSIGN_OR_RETURN(placement.wanted,
+                          ParsePlacement(parsed.Get("placement", "auto")));
+  placement.memory_budget = transport::DefaultMemoryBudget();
   if (parsed.Has("max-memory")) {
     absl::StatusOr<uint64_t> size = ParseSize(parsed.Get("max-memory", ""));
     if (!size.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--max-memory: ", size.status().message()));
     }
-    budget = *size;
+    placement.memory_budget = *size;
   }
-  const bool uring_engine = config->options.engine == io::EngineKind::kUring;
-  const uint32_t disk_count = static_cast<uint32_t>(config->disks.size());
-  absl::Status fits =
-      transport::CheckMemoryBudget(transport, uring_engine, disk_count, budget);
-  if (!fits.ok() && placement == transport::Placement::kInline &&
-      config->placement == PlacementFlag::kAuto) {
-    // One queue per CPU is too much here: auto takes backend threads.
-    transport = config->backend_thread_transport;
-    fits = transport::CheckMemoryBudget(transport, uring_engine, disk_count,
-                                        budget);
-  }
-  PVDISK_RETURN_IF_ERROR(fits);
-  // Replies spread between queue threads only where those threads carry
-  // the I/O themselves.
-  if (parsed.Has("fuse-spread") && config->channel.spread &&
-      transport.placement != transport::Placement::kInline) {
-    return absl::InvalidArgumentError(
-        "--fuse-spread on moves replies between the FUSE queue threads of "
-        "the inline placement; with backend threads (--placement "
-        "backend-thread, or a flag that needs them) the backend threads "
-        "reply, so leave --fuse-spread out or use --placement inline");
-  }
+  // Resolved before the daemon forks, so that the mount message can say
+  // what happened and `uring` on a kernel without it fails before anything
+  // runs.
+  placement.fuse_io_asked = config->channel.fuse_io;
+  PVDISK_ASSIGN_OR_RETURN(config->channel.fuse_io,
+                          fuse::channel::ResolveFuseIo(config->channel.fuse_io,
+                                                       &config->fuse_io_note));
+  placement.fuse_io = config->channel.fuse_io;
+  placement.cpus = fuse::channel::PossibleCpus();
+  placement.against_inline =
+      FlagAgainstInline(parsed, config->disks, transport, placement.cpus);
+  placement.auto_prefers_backend_thread =
+      AutoPrefersBackendThread(config->disks);
+  placement.transport = transport;
+  placement.uring_engine = config->options.engine == io::EngineKind::kUring;
+  placement.disks = static_cast<uint32_t>(config->disks.size());
+  PVDISK_ASSIGN_OR_RETURN(transport, DecidePlacement(placement));
+  PVDISK_RETURN_IF_ERROR(fuse::CheckFuseSpread(config->channel, channel_flags,
+                                               transport.placement));
 
   config->allow_other = parsed.Has("allow-other");
   if (config->allow_other && geteuid() != 0 &&
@@ -718,29 +650,10 @@ int RunMount(const std::vector<std::string>& args) {
     PrintError(std::string(checked.message()));
     return kExitUsage;
   }
-  // Resolved before forking, so that the mount message can say what
-  // happened and `uring` on a kernel without it fails before anything runs.
-  std::string fuse_io_note;
-  absl::StatusOr<fuse::channel::FuseIo> fuse_io =
-      fuse::channel::ResolveFuseIo(config.channel.fuse_io, &fuse_io_note);
-  if (!fuse_io.ok()) {
-    PrintError(std::string(fuse_io.status().message()));
-    return kExitUsage;
-  }
-  config.channel.fuse_io = *fuse_io;
-  config.options.fuse_io = std::string(fuse::channel::FuseIoName(*fuse_io));
-  transport::TransportOptions& transport = config.options.transport;
-  if (*fuse_io == fuse::channel::FuseIo::kClassic &&
-      transport.placement == transport::Placement::kInline) {
-    if (config.placement == PlacementFlag::kInline) {
-      PrintError(
-          "--placement inline needs FUSE over io_uring, which this kernel "
-          "does not offer (see --fuse-io); use --placement backend-thread");
-      return kExitUsage;
-    }
-    transport = config.backend_thread_transport;
-  }
-  if (*fuse_io == fuse::channel::FuseIo::kUring) {
+  const fuse::channel::FuseIo fuse_io = config.channel.fuse_io;
+  config.options.fuse_io = std::string(fuse::channel::FuseIoName(fuse_io));
+  const transport::TransportOptions& transport = config.options.transport;
+  if (fuse_io == fuse::channel::FuseIo::kUring) {
     config.options.fuse_queues = fuse::channel::PossibleCpus();
     config.options.fuse_queue_depth = config.channel.queue_depth;
     config.options.fuse_queue_pin =
@@ -749,11 +662,13 @@ int RunMount(const std::vector<std::string>& args) {
   // What the stats header shows: spreading needs the inline placement and
   // a second queue thread to spread to.
   config.channel.spread =
-      config.channel.spread && *fuse_io == fuse::channel::FuseIo::kUring &&
+      config.channel.spread && fuse_io == fuse::channel::FuseIo::kUring &&
       transport.placement == transport::Placement::kInline &&
       config.options.fuse_queues > 1;
   config.options.fuse_spread = config.channel.spread ? "on" : "off";
-  if (!fuse_io_note.empty()) std::printf("pvdisk: %s\n", fuse_io_note.c_str());
+  if (!config.fuse_io_note.empty()) {
+    std::printf("pvdisk: %s\n", config.fuse_io_note.c_str());
+  }
   if (config.foreground) return Serve(config, -1);
 
   int pipe_fds[2];

@@ -1,6 +1,8 @@
 #include "cli/placement.h"
 
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "transport/memory_budget.h"
 
 namespace pvdisk::cli {
 
@@ -21,10 +23,6 @@ std::string FlagAgainstInline(const ParsedArgs& parsed,
     return "--backend process";
   }
   for (const fuse::DiskSpec& disk : disks) {
-    if (disk.engine_fail) {
-      return absl::StrCat("--disk ", disk.path,
-                          ",engine_fail=", *disk.engine_fail);
-    }
     // A delay's timer wakes only a thread that sleeps in its own Run().
     if (disk.delay) return absl::StrCat("--disk ", disk.path, ",delay=");
   }
@@ -64,36 +62,60 @@ transport::TransportOptions InlineTransport(
   return result;
 }
 
-absl::StatusOr<transport::Placement> ChoosePlacement(
-    PlacementFlag wanted, fuse::channel::FuseIo fuse_io,
-    const ParsedArgs& parsed, const std::vector<fuse::DiskSpec>& disks,
-    const transport::TransportOptions& transport, uint32_t cpus) {
-  if (wanted == PlacementFlag::kBackendThread) {
-    return transport::Placement::kBackendThread;
+absl::StatusOr<transport::TransportOptions> DecidePlacement(
+    const PlacementInput& input) {
+  const uint32_t cpus = input.cpus;
+  bool want_inline = false;
+  switch (input.wanted) {
+    case PlacementFlag::kBackendThread:
+      break;
+    case PlacementFlag::kAuto:
+      want_inline = input.fuse_io == fuse::channel::FuseIo::kUring &&
+                    input.against_inline.empty() &&
+                    !input.auto_prefers_backend_thread;
+      break;
+    case PlacementFlag::kInline:
+      if (input.fuse_io_asked == fuse::channel::FuseIo::kClassic) {
+        return absl::InvalidArgumentError(
+            "--placement inline needs --fuse-io uring (or auto): the FUSE "
+            "uring queues' threads are what drives the disk queues; with "
+            "--fuse-io classic use --placement backend-thread");
+      }
+      if (!input.against_inline.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            input.against_inline,
+            " does not go with --placement inline, where each FUSE queue's "
+            "thread drives one queue per disk (",
+            cpus,
+            " queues, --queue-map cpu, no backend threads, --irq inline); "
+            "drop it or use --placement backend-thread"));
+      }
+      if (input.fuse_io != fuse::channel::FuseIo::kUring) {
+        return absl::InvalidArgumentError(
+            "--placement inline needs FUSE over io_uring, which this kernel "
+            "does not offer (see --fuse-io); use --placement backend-thread");
+      }
+      want_inline = true;
+      break;
   }
-  const bool may_be_uring = fuse_io != fuse::channel::FuseIo::kClassic;
-  const std::string against = FlagAgainstInline(parsed, disks, transport, cpus);
-  if (wanted == PlacementFlag::kAuto) {
-    return may_be_uring && against.empty() && !AutoPrefersBackendThread(disks)
-               ? transport::Placement::kInline
-               : transport::Placement::kBackendThread;
+  if (want_inline) {
+    transport::TransportOptions inline_transport =
+        InlineTransport(input.transport, cpus);
+    PVDISK_RETURN_IF_ERROR(
+        transport::ValidateTransportOptions(inline_transport));
+    absl::Status fits = transport::CheckMemoryBudget(
+        inline_transport, input.uring_engine, input.disks, input.memory_budget);
+    if (fits.ok()) return inline_transport;
+    // Asked for, it must fit; under auto one queue per CPU is too much
+    // here, so backend threads serve.
+    if (input.wanted == PlacementFlag::kInline) return fits;
   }
-  if (!may_be_uring) {
-    return absl::InvalidArgumentError(
-        "--placement inline needs --fuse-io uring (or auto): the FUSE "
-        "uring queues' threads are what drives the disk queues; with "
-        "--fuse-io classic use --placement backend-thread");
-  }
-  if (!against.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        against,
-        " does not go with --placement inline, where each FUSE queue's "
-        "thread drives one queue per disk (",
-        cpus,
-        " queues, --queue-map cpu, no backend threads, --irq inline); drop "
-        "it or use --placement backend-thread"));
-  }
-  return transport::Placement::kInline;
+  transport::TransportOptions result = input.transport;
+  result.placement = transport::Placement::kBackendThread;
+  PVDISK_RETURN_IF_ERROR(transport::ValidateTransportOptions(result));
+  PVDISK_RETURN_IF_ERROR(transport::CheckMemoryBudget(
+      result, input.uring_engine, input.disks, input.memory_budget));
+  return result;
 }
 
 }  // namespace pvdisk::cli

@@ -8,9 +8,7 @@
 // run inline; --poll-us is the queue thread's spin for its I/O's completion
 // at depth below 2. Flags that ask otherwise (--queues N for another N,
 // --queue-map, --backend-threads, --irq thread) make no sense with it and
-// are refused; so is --fuse-io classic, and the
-// test-only engine_fail= (an engine on a borrowed ring never fails as a
-// whole, and replacing one would need its ring's owner to wait for it),
+// are refused; so is --fuse-io classic,
 // --backend process (the backend is in another process), and disks with a
 // delay= model: its timer wakes only a thread that sleeps in the engine's
 // own Run(). (An rbd: disk's engine watches librbd's eventfd on the ring.)
@@ -57,13 +55,36 @@ bool AutoPrefersBackendThread(const std::vector<fuse::DiskSpec>& disks);
 transport::TransportOptions InlineTransport(
     const transport::TransportOptions& transport, uint32_t cpus);
 
-// Decides the placement before --fuse-io is resolved: inline when asked, or
-// under auto when `fuse_io` may become uring and no flag is against it.
-// Refuses inline with --fuse-io classic or a flag against it (one line
-// naming the flag and what to use instead).
-absl::StatusOr<transport::Placement> ChoosePlacement(
-    PlacementFlag wanted, fuse::channel::FuseIo fuse_io,
-    const ParsedArgs& parsed, const std::vector<fuse::DiskSpec>& disks,
-    const transport::TransportOptions& transport, uint32_t cpus);
+// What the placement is decided from: the checked flags, the FUSE channel
+// the kernel gave, and the memory budget the result must fit.
+struct PlacementInput {
+  PlacementFlag wanted = PlacementFlag::kAuto;  // --placement
+  // --fuse-io as asked (classic when --fuse-threads asked for it), and as
+  // resolved for this kernel (uring or classic).
+  fuse::channel::FuseIo fuse_io_asked = fuse::channel::FuseIo::kAuto;
+  fuse::channel::FuseIo fuse_io = fuse::channel::FuseIo::kClassic;
+  // The first flag inline cannot honour (FlagAgainstInline), or empty.
+  std::string against_inline;
+  // Whether a disk keeps auto on backend threads (AutoPrefersBackendThread).
+  bool auto_prefers_backend_thread = false;
+  // The transport as the flags set it: what the backend-thread placement
+  // runs with.
+  transport::TransportOptions transport;
+  uint32_t cpus = 1;  // FUSE uring queues: one per possible CPU
+  // --max-memory, and what transport::CheckMemoryBudget weighs against it.
+  uint64_t memory_budget = 0;
+  bool uring_engine = true;
+  uint32_t disks = 1;
+};
+
+// The one place the placement is decided; returns the transport the mount
+// runs with (its `placement` says which). Inline when asked, or under auto
+// when the channel is uring, no flag is against it, no disk prefers backend
+// threads and one queue per CPU fits the memory budget; backend threads
+// otherwise. Refuses, with one line naming what is wrong and what to use:
+// inline with --fuse-io classic, with a flag against it, or on a kernel
+// without FUSE over io_uring; and a result over the memory budget.
+absl::StatusOr<transport::TransportOptions> DecidePlacement(
+    const PlacementInput& input);
 
 }  // namespace pvdisk::cli

@@ -31,10 +31,6 @@ io::EngineOptions BaseEngineOptions(const DiskSpec& spec, io::EngineKind kind) {
   options.kind = kind;
   options.fault = spec.fault;
   options.delay = spec.delay;
-  if (spec.engine_fail) {
-    options.fail_trigger =
-        std::make_shared<io::EngineFailTrigger>(*spec.engine_fail);
-  }
   return options;
 }
 

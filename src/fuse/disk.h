@@ -35,9 +35,6 @@ struct DiskSpec {
   std::optional<io::FaultRange> fault;    // ",eio=": inject -EIO there
   // ",delay=US[,delay-write=US]": hold completions (a device latency model).
   std::optional<io::CompletionDelay> delay;
-  // ",engine_fail=N" (test only): the engine fails as a whole at the N-th
-  // submission.
-  std::optional<uint64_t> engine_fail;
   // ",lock=off" clears it: take no image lock (see io/image_lock.h).
   bool lock = true;
   // The --disk argument as given, for a backend process to parse again.

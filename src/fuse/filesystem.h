@@ -21,27 +21,9 @@
 #include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
 #include "fuse/disk_io.h"
+#include "fuse/fuse_channel_options.h"
 
 namespace pvdisk::fuse {
-
-// FUSE worker threads (readers of /dev/fuse): pvdisk mount's --fuse-threads.
-inline constexpr unsigned kDefaultFuseThreads = 4;
-inline constexpr unsigned kMaxFuseThreads = 64;
-
-// Which FUSE channel serves the mount (see fuse/channel/server.h).
-struct FuseChannelOptions {
-  channel::FuseIo fuse_io = channel::FuseIo::kClassic;  // resolved
-  uint32_t queue_depth = channel::kDefaultUringQueueDepth;
-  // kUring: the entries' payload buffers, when the disks lend them to their
-  // backends (payload_arena.h); null: the channel maps its own. Not owned.
-  const channel::PayloadArena* arena = nullptr;
-  // kUring with an arena: the entries per queue whose payloads are in
-  // huge pages (--fuse-huge-entries; payload_arena.h says why).
-  uint32_t huge_entries = channel::kDefaultHugeEntries;
-  channel::QueuePin queue_pin = channel::QueuePin::kAuto;  // kUring
-  // kUring with the inline placement: --fuse-spread (uring_channel.h).
-  bool spread = false;
-};
 
 class Filesystem {
  public:

@@ -5,10 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "io/failing_engine.h"
 #include "io/fault_engine.h"
 #include "io/hanging_engine.h"
 #include "io/null_engine.h"
 #include "io/sync_engine.h"
+#include "io/test_fault.h"
 #include "io/uring_engine.h"
 
 namespace pvdisk::io {
@@ -56,12 +58,16 @@ absl::StatusOr<std::unique_ptr<IoEngine>> WrapEngine(
         engine,
         WrapWithDelay(std::move(engine), *options.delay, options.depth));
   }
-  if (options.fail_trigger) {
-    engine = WrapWithEngineFailure(std::move(engine), options.fail_trigger);
+  // Test only, from the environment (test_fault.h). An engine on a lent
+  // ring never fails as a whole: fail= leaves it alone.
+  PVDISK_ASSIGN_OR_RETURN(TestFault test_fault, TestFaultFromEnvironment());
+  if (test_fault.fail_at && options.ring_lender == nullptr) {
+    engine = WrapWithEngineFailure(std::move(engine),
+                                   ProcessFailTrigger(*test_fault.fail_at));
   }
-  // Test only, from the environment (hanging_engine.h).
-  PVDISK_ASSIGN_OR_RETURN(std::optional<uint64_t> hang, TestHangSector());
-  if (hang) engine = WrapWithHang(std::move(engine), *hang);
+  if (test_fault.hang_sector) {
+    engine = WrapWithHang(std::move(engine), *test_fault.hang_sector);
+  }
   return engine;
 }
 

@@ -8,7 +8,6 @@
 
 #include "absl/status/statusor.h"
 #include "io/delay_engine.h"
-#include "io/failing_engine.h"
 #include "io/image_file.h"
 #include "io/io_engine.h"
 #include "io/ring_lender.h"
@@ -45,9 +44,6 @@ struct EngineOptions {
   // When set, completions are held this long after submission (a device
   // latency model, `--disk IMG,delay=US`; see delay_engine.h).
   std::optional<CompletionDelay> delay;
-  // Test-only: when set, the engine fails as a whole when this trigger
-  // fires (`--disk IMG,engine_fail=N`; see failing_engine.h).
-  std::shared_ptr<EngineFailTrigger> fail_trigger;
   // When set, the uring engine queues its I/O on this thread's ring instead
   // of one of its own, and the rbd engine watches librbd's eventfd there
   // (the inline placement; see io/ring_lender.h). Other engines ignore it.
@@ -69,7 +65,8 @@ absl::StatusOr<std::unique_ptr<IoEngine>> CreateFileEngine(
 
 // For engines made elsewhere (the rbd engine): whether `options` fit an image
 // of `size_sectors` called `image_name`, and the decorators `options` ask
-// for (faults, failure trigger) around `engine`. CreateEngine does both.
+// for (faults, delay) around `engine`, plus the test-only faults
+// PVDISK_TEST_FAULT asks for (test_fault.h). CreateEngine does both.
 absl::Status CheckEngineOptions(const EngineOptions& options,
                                 uint64_t size_sectors,
                                 std::string_view image_name);

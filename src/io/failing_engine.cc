@@ -17,7 +17,7 @@ class FailingEngine final : public IoEngine {
       : inner_(std::move(inner)),
         trigger_(std::move(trigger)),
         mode_(absl::StrCat(std::string(inner_->mode()),
-                           "; fails as a whole once (engine_fail)")) {}
+                           "; fails as a whole once (test fault)")) {}
 
   std::string_view name() const override { return inner_->name(); }
   std::string_view mode() const override { return mode_; }

@@ -1,7 +1,8 @@
 // Test-only fault injection: an engine decorator that fails as a whole (its
 // Run() returns -EIO, as an io_uring whose submission or wait failed would)
-// at the disk's N-th submission, once. `--disk IMG,engine_fail=N` turns it
-// on; it exists to test that a backend survives a failing engine.
+// at the N-th submission counted by its trigger, once. PVDISK_TEST_FAULT=fail=N
+// turns it on (test_fault.h); it exists to test that a backend survives a
+// failing engine.
 #pragma once
 
 #include <atomic>
@@ -12,7 +13,7 @@
 
 namespace pvdisk::io {
 
-// Shared by every engine of one disk (each backend thread's, and the ones
+// Shared by the engines it is to fail (each backend thread's, and the ones
 // that replace them), so that exactly one failure happens in all.
 class EngineFailTrigger {
  public:

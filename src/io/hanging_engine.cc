@@ -1,12 +1,9 @@
 #include "io/hanging_engine.h"
 
-#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/strip.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace pvdisk::io {
@@ -57,20 +54,6 @@ class HangingEngine final : public IoEngine {
 };
 
 }  // namespace
-
-absl::StatusOr<std::optional<uint64_t>> TestHangSector() {
-  const char* value = std::getenv(kTestFaultVariable);
-  if (value == nullptr) return std::nullopt;
-  absl::string_view text = value;
-  uint64_t sector = 0;
-  if (!absl::ConsumePrefix(&text, "hang=") ||
-      !absl::SimpleAtoi(text, &sector)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kTestFaultVariable, "='", value,
-                     "' is not allowed: use hang=SECTOR (test only)"));
-  }
-  return sector;
-}
 
 std::unique_ptr<IoEngine> WrapWithHang(std::unique_ptr<IoEngine> inner,
                                        uint64_t sector) {

@@ -4,26 +4,18 @@
 // --shutdown-timeout instead of waiting forever.
 //
 // It is reached only through the environment, never through pvdisk's
-// documented interface: PVDISK_TEST_FAULT=hang=SECTOR (a 512-byte sector
-// number) makes every engine the process creates hold each read, write,
-// discard or write-zeroes that touches SECTOR forever. Flushes and every
-// other request pass through.
+// documented interface: PVDISK_TEST_FAULT=hang=SECTOR (see test_fault.h)
+// makes every engine the process creates hold each read, write, discard or
+// write-zeroes that touches SECTOR forever. Flushes and every other request
+// pass through.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <optional>
 
-#include "absl/status/statusor.h"
 #include "io/io_engine.h"
 
 namespace pvdisk::io {
-
-inline constexpr char kTestFaultVariable[] = "PVDISK_TEST_FAULT";
-
-// The sector PVDISK_TEST_FAULT names, nullopt when the variable is unset, or
-// InvalidArgument naming the form it must take.
-absl::StatusOr<std::optional<uint64_t>> TestHangSector();
 
 // Returns an engine that behaves like `inner` except that a kRead, kWrite,
 // kDiscard or kWriteZeroes touching `sector` is accepted and never completes

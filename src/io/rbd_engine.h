@@ -18,7 +18,7 @@
 namespace pvdisk::io {
 
 // An engine for `image` (which must outlive it) of options.depth, wrapped
-// like every engine (options.fault, options.fail_trigger; see
+// like every engine (options.fault, options.delay, the test faults; see
 // engine_factory.h). options.kind is ignored.
 absl::StatusOr<std::unique_ptr<IoEngine>> CreateRbdEngine(
     const EngineOptions& options, RbdImage& image);

@@ -19,23 +19,21 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-// `--disk IMG,engine_fail=N` (test only): the engine fails as a whole at
-// the disk's N-th submission. fio must see errors and end; then the disk
-// serves verified writes and reads, and unmount finishes.
-class EngineFailureTest : public ::testing::TestWithParam<FrontendEngine> {};
-
-TEST_P(EngineFailureTest, FioSeesErrorsThenTheDiskServesAgain) {
-  PVDISK_REQUIRE_FIO();
-  const auto& [frontend, engine] = GetParam();
+// PVDISK_TEST_FAULT=fail=N (test only, io/test_fault.h): the engine fails
+// as a whole at the process's N-th submission. With `flags` (which place
+// the backend where engines own their loop), fio must see errors and end;
+// then the disk serves verified writes and reads, and unmount finishes.
+void ExpectEngineFailureSeenThenServed(const std::vector<std::string>& flags) {
   TempDir dir;
   const std::string image = dir.Path("disk0.img");
   CreateImage(image, 64 * kMiB);
   const std::string data = PatternBytes(55, 1 * kMiB + 1000);
   constexpr uint64_t kAt = 40 * kMiB + 17;
   {
-    Mount mount(dir.MakeDir("mnt"),
-                {"--disk", image + ",engine_fail=300", "--frontend", frontend,
-                 "--engine", engine});
+    ScopedTestFault fault("fail=300");
+    std::vector<std::string> args = {"--disk", image};
+    args.insert(args.end(), flags.begin(), flags.end());
+    Mount mount(dir.MakeDir("mnt"), args);
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
     // Writes at depth, so that the engine holds requests when it fails.
     CommandResult failing =
@@ -83,6 +81,48 @@ TEST_P(EngineFailureTest, FioSeesErrorsThenTheDiskServesAgain) {
   ASSERT_TRUE(raw.valid());
   EXPECT_EQ(FirstDifference(data, PreadAll(raw.get(), kAt, data.size()), kAt),
             "");
+}
+
+class EngineFailureTest : public ::testing::TestWithParam<FrontendEngine> {};
+
+TEST_P(EngineFailureTest, FioSeesErrorsThenTheDiskServesAgain) {
+  PVDISK_REQUIRE_FIO();
+  const auto& [frontend, engine] = GetParam();
+  ExpectEngineFailureSeenThenServed({"--frontend", frontend, "--engine", engine,
+                                     "--placement", "backend-thread"});
+}
+
+// The fault reaches a backend process through the environment it inherits
+// from the daemon; the restart is the engine's, not the process's.
+TEST(EngineFailureInBackendProcessTest, FioSeesErrorsThenTheDiskServesAgain) {
+  PVDISK_REQUIRE_FIO();
+  ExpectEngineFailureSeenThenServed(
+      {"--backend", "process", "--placement", "backend-thread"});
+}
+
+// Under the inline placement the engines are on lent rings, which never fail
+// as a whole: fail= leaves them alone, and the disk serves as without it.
+TEST(EngineFailureInlineTest, EnginesOnLentRingsAreLeftAlone) {
+  PVDISK_REQUIRE_FUSE_URING();
+  TempDir dir;
+  const std::string image = dir.Path("disk0.img");
+  CreateImage(image, 64 * kMiB);
+  ScopedTestFault fault("fail=3");
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", image, "--fuse-io", "uring", "--placement", "inline"});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  CommandResult verified =
+      RunCommand(FioCommand(mount.Path("disk0.img"),
+                            {"--rw=randwrite", "--bs=4k", "--iodepth=16",
+                             "--size=16M", "--verify=crc32c", "--do_verify=1"}),
+                 std::chrono::seconds(120));
+  ExpectFioClean(verified);
+  DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_EQ(stats.config["placement"], "inline");
+  EXPECT_EQ(stats["engine_restarts"], 0u);
+  EXPECT_EQ(stats["errors"], 0u);
+  CommandResult unmounted = mount.Unmount(std::chrono::seconds(30));
+  EXPECT_EQ(unmounted.exit_code, 0) << unmounted.Describe();
 }
 
 INSTANTIATE_TEST_SUITE_P(FrontendsAndEngines, EngineFailureTest,

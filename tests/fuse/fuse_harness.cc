@@ -445,6 +445,12 @@ std::vector<pid_t> PvdiskProcessesMentioning(const std::string& needle) {
   return found;
 }
 
+ScopedTestFault::ScopedTestFault(const std::string& faults) {
+  setenv("PVDISK_TEST_FAULT", faults.c_str(), /*overwrite=*/1);
+}
+
+ScopedTestFault::~ScopedTestFault() { unsetenv("PVDISK_TEST_FAULT"); }
+
 Mount::Mount(std::string mountpoint, const std::vector<std::string>& args,
              std::chrono::seconds watchdog)
     : mountpoint_(std::move(mountpoint)) {

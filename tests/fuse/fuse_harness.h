@@ -160,6 +160,21 @@ bool PvdiskProcessAlive(pid_t pid);
 // Pids of live pvdisk processes whose command line mentions `needle`.
 std::vector<pid_t> PvdiskProcessesMentioning(const std::string& needle);
 
+// Test-only faults (src/io/test_fault.h: hang=SECTOR, fail=N) reach pvdisk
+// only through the PVDISK_TEST_FAULT environment variable, never through its
+// flags. While a ScopedTestFault lives, the variable is `faults` in this
+// process's environment, which every command the harness runs inherits:
+// `pvdisk mount`, so its daemon and the daemon's backend processes. Make it
+// before the Mount it is for (and destroy it after), while no other thread
+// of the test reads the environment.
+class ScopedTestFault {
+ public:
+  explicit ScopedTestFault(const std::string& faults);
+  ~ScopedTestFault();
+  ScopedTestFault(const ScopedTestFault&) = delete;
+  ScopedTestFault& operator=(const ScopedTestFault&) = delete;
+};
+
 // A mount made with `pvdisk mount MOUNTPOINT args...`. On destruction it
 // runs `pvdisk unmount`, detaches the mount with `fusermount3 -u -z` if it is
 // still there, and kills the daemon if it still runs. Close every file of

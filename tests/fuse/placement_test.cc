@@ -457,10 +457,6 @@ TEST(PlacementTest, NonsenseCombinationsAreRefusedNamingTheFlag) {
       c.message += " does not go with --placement inline";
       cases.push_back(c);
     }
-    cases.push_back({{"--fuse-io", "uring", "--placement", "inline", "--disk",
-                      dir.Path("other.img") + ",engine_fail=3"},
-                     "engine_fail=3 does not go with --placement inline"});
-    CreateImage(dir.Path("other.img"), 8 * kMiB);
   }
   for (const Case& c : cases) {
     std::vector<std::string> args = {"mount", mnt, "--disk", image};

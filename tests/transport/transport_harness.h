@@ -25,6 +25,7 @@
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
 #include "io/engine_factory.h"
+#include "io/failing_engine.h"
 #include "io/image_file.h"
 #include "stats/counters.h"
 #include "stats/queue_stats.h"
@@ -216,9 +217,14 @@ class TransportFixture : public ::testing::Test {
       engine_options.kind = config.engine;
       engine_options.depth = depth;
       engine_options.fault = config.fault;
-      engine_options.fail_trigger = config.fail_trigger;
       engine_options.ring_lender = lender;
-      return io::CreateEngine(engine_options, *image_file);
+      absl::StatusOr<std::unique_ptr<io::IoEngine>> engine =
+          io::CreateEngine(engine_options, *image_file);
+      if (engine.ok() && config.fail_trigger) {
+        *engine =
+            io::WrapWithEngineFailure(std::move(*engine), config.fail_trigger);
+      }
+      return engine;
     };
     factory_ = factory;
     auto transport = Transport::Create(options, factory);

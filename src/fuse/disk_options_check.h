@@ -1,0 +1,33 @@
+// The checks of DiskOptions (fuse/disk.h) against each other and against
+// the disks they serve: pure, so that they are tested without a mount.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "fuse/disk.h"
+
+namespace pvdisk::fuse {
+
+// Which of the flags behind DiskOptions the command line gave: giving one
+// asks for what it sets, whatever its value.
+struct DiskOptionFlags {
+  bool irq = false;                    // --irq
+  bool backend_restart_limit = false;  // --backend-restart-limit
+};
+
+// Refuses, in one line naming the flag and what is allowed: --irq inline
+// given with --backend process (the interrupt handler would run in the
+// other process), --backend-restart-limit with backend threads (nothing
+// restarts), and --engine other than uring (the default) with an rbd: disk,
+// which the rbd engine always serves.
+absl::Status CheckDiskOptions(const DiskOptions& options,
+                              const DiskOptionFlags& given,
+                              const std::vector<DiskSpec>& disks);
+
+// Whether `spec` fits its image of `size_bytes`: the size it expects
+// (size=) and its eio= range. Refuses, naming the --disk argument
+// (spec.arg), what the image has and what was asked.
+absl::Status CheckDiskSpec(const DiskSpec& spec, uint64_t size_bytes);
+
+}  // namespace pvdisk::fuse

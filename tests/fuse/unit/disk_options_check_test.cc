@@ -1,0 +1,100 @@
+// CheckDiskOptions (fuse/disk_options_check.h): the backend and engine
+// settings of a mount against each other and its disks, without a mount.
+#include "fuse/disk_options_check.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace pvdisk::fuse {
+namespace {
+
+std::string ErrorOf(const DiskOptions& options, const DiskOptionFlags& given,
+                    const std::vector<DiskSpec>& disks = {}) {
+  absl::Status checked = CheckDiskOptions(options, given, disks);
+  EXPECT_TRUE(absl::IsInvalidArgument(checked)) << checked;
+  return std::string(checked.message());
+}
+
+DiskSpec RbdDisk() {
+  DiskSpec spec;
+  spec.path = "rbd:pool/image";
+  spec.rbd = io::RbdSpec{};
+  spec.rbd->pool = "pool";
+  spec.rbd->image = "image";
+  return spec;
+}
+
+TEST(CheckDiskOptionsTest, DefaultsPass) {
+  EXPECT_TRUE(CheckDiskOptions({}, {}, {DiskSpec{}, RbdDisk()}).ok());
+}
+
+TEST(CheckDiskOptionsTest, IrqInlineGivenIsRefusedInABackendProcess) {
+  DiskOptions options;
+  options.backend = BackendMode::kProcess;
+  options.transport.queue.irq = transport::InterruptMode::kInline;
+  DiskOptionFlags given;
+  given.irq = true;
+  EXPECT_EQ(ErrorOf(options, given),
+            "--irq inline runs the frontend's interrupt handler on the "
+            "backend thread, which --backend process puts in another "
+            "process: use --irq thread (the default with --backend process)");
+  // Left out, the process's default applies; --irq thread is what it uses.
+  EXPECT_TRUE(CheckDiskOptions(options, {}, {}).ok());
+  options.transport.queue.irq = transport::InterruptMode::kThread;
+  EXPECT_TRUE(CheckDiskOptions(options, given, {}).ok());
+  // With backend threads --irq inline is the default.
+  options.backend = BackendMode::kThread;
+  options.transport.queue.irq = transport::InterruptMode::kInline;
+  EXPECT_TRUE(CheckDiskOptions(options, given, {}).ok());
+}
+
+TEST(CheckDiskOptionsTest, RestartLimitNeedsABackendProcess) {
+  DiskOptionFlags given;
+  given.backend_restart_limit = true;
+  EXPECT_EQ(ErrorOf({}, given),
+            "--backend-restart-limit applies to --backend process only");
+  DiskOptions process;
+  process.backend = BackendMode::kProcess;
+  EXPECT_TRUE(CheckDiskOptions(process, given, {}).ok());
+}
+
+TEST(CheckDiskOptionsTest, AnRbdDiskTakesNoOtherEngine) {
+  DiskOptions options;
+  options.engine = io::EngineKind::kSync;
+  EXPECT_TRUE(CheckDiskOptions(options, {}, {DiskSpec{}}).ok());
+  EXPECT_EQ(ErrorOf(options, {}, {DiskSpec{}, RbdDisk()}),
+            "--engine sync applies to image files; rbd:pool/image is always "
+            "served by the rbd engine (leave --engine out, or serve it in a "
+            "mount of its own)");
+}
+
+TEST(CheckDiskSpecTest, SizeAndEioRangeFitTheImage) {
+  constexpr uint64_t kBytes = 1 << 20;  // 2048 sectors
+  DiskSpec spec;
+  spec.arg = "a.img,size=2M";
+  spec.expected_size = 2 << 20;
+  absl::Status checked = CheckDiskSpec(spec, kBytes);
+  EXPECT_TRUE(absl::IsInvalidArgument(checked)) << checked;
+  EXPECT_EQ(checked.message(),
+            "--disk a.img,size=2M: the image has 1048576 bytes, not 2 MiB");
+  spec.expected_size = kBytes;
+  EXPECT_TRUE(CheckDiskSpec(spec, kBytes).ok());
+
+  spec = DiskSpec{};
+  spec.arg = "a.img,eio=2040+9";
+  spec.fault = io::FaultRange{2040, 9};
+  checked = CheckDiskSpec(spec, kBytes);
+  EXPECT_TRUE(absl::IsInvalidArgument(checked)) << checked;
+  EXPECT_EQ(checked.message(),
+            "--disk a.img,eio=2040+9: the eio range 2040+9 does not fit in "
+            "the image's 2048 sectors");
+  spec.fault = io::FaultRange{2040, 8};  // the last 8 sectors
+  EXPECT_TRUE(CheckDiskSpec(spec, kBytes).ok());
+  spec.fault = io::FaultRange{2048, 1};
+  EXPECT_FALSE(CheckDiskSpec(spec, kBytes).ok());
+}
+
+}  // namespace
+}  // namespace pvdisk::fuse

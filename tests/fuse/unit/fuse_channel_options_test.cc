@@ -1,0 +1,117 @@
+// CheckFuseChannelOptions and CheckFuseSpread (fuse/fuse_channel_options.h):
+// what the FUSE channel flags ask of each other, without a mount.
+#include "fuse/fuse_channel_options.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace pvdisk::fuse {
+namespace {
+
+using channel::FuseIo;
+
+std::string ErrorOf(const FuseChannelOptions& options,
+                    const FuseChannelFlags& given, bool in_place = true) {
+  absl::StatusOr<FuseIo> checked =
+      CheckFuseChannelOptions(options, given, in_place);
+  EXPECT_FALSE(checked.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(checked.status())) << checked.status();
+  return std::string(checked.status().message());
+}
+
+FuseChannelOptions Asked(FuseIo fuse_io) {
+  FuseChannelOptions options;
+  options.fuse_io = fuse_io;
+  return options;
+}
+
+TEST(CheckFuseChannelOptionsTest, DefaultsPassAsAsked) {
+  for (FuseIo io : {FuseIo::kAuto, FuseIo::kUring, FuseIo::kClassic}) {
+    absl::StatusOr<FuseIo> checked =
+        CheckFuseChannelOptions(Asked(io), {}, true);
+    ASSERT_TRUE(checked.ok()) << checked.status();
+    EXPECT_EQ(*checked, io);
+  }
+}
+
+TEST(CheckFuseChannelOptionsTest, FuseThreadsAskForClassicNotUring) {
+  FuseChannelFlags threads;
+  threads.fuse_threads = true;
+  absl::StatusOr<FuseIo> checked =
+      CheckFuseChannelOptions(Asked(FuseIo::kAuto), threads, true);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ(*checked, FuseIo::kClassic);
+  EXPECT_EQ(ErrorOf(Asked(FuseIo::kUring), threads),
+            "--fuse-threads sets the /dev/fuse workers of --fuse-io classic; "
+            "--fuse-io uring has one queue per CPU (see --fuse-queue-depth)");
+}
+
+TEST(CheckFuseChannelOptionsTest, UringQueueFlagsAreRefusedOnClassic) {
+  const std::pair<bool FuseChannelFlags::*, std::string> flags[] = {
+      {&FuseChannelFlags::queue_depth, "--fuse-queue-depth"},
+      {&FuseChannelFlags::queue_pin, "--fuse-queue-pin"},
+      {&FuseChannelFlags::huge_entries, "--fuse-huge-entries"},
+      {&FuseChannelFlags::spread, "--fuse-spread"}};
+  for (const auto& [member, flag] : flags) {
+    FuseChannelFlags given;
+    given.*member = true;
+    EXPECT_EQ(ErrorOf(Asked(FuseIo::kClassic), given),
+              flag +
+                  " sets the io_uring queues of --fuse-io uring (or auto); "
+                  "--fuse-io classic has none (see --fuse-threads)");
+    // Also when --fuse-threads is what asked for classic.
+    given.fuse_threads = true;
+    EXPECT_NE(ErrorOf(Asked(FuseIo::kAuto), given).find(flag + " sets"),
+              std::string::npos);
+    // And allowed on uring.
+    given.fuse_threads = false;
+    EXPECT_TRUE(
+        CheckFuseChannelOptions(Asked(FuseIo::kUring), given, true).ok());
+  }
+}
+
+TEST(CheckFuseChannelOptionsTest, HugeEntriesFitAQueueAndNeedPayloadsInPlace) {
+  FuseChannelOptions options = Asked(FuseIo::kAuto);
+  options.queue_depth = 8;
+  options.huge_entries = 9;
+  EXPECT_EQ(ErrorOf(options, {}),
+            "--fuse-huge-entries 9 is more than the entries of a queue "
+            "(--fuse-queue-depth 8): use 0 to 8");
+  options.huge_entries = 8;
+  FuseChannelFlags given;
+  given.huge_entries = true;
+  EXPECT_TRUE(CheckFuseChannelOptions(options, given, true).ok());
+  EXPECT_NE(ErrorOf(options, given, /*in_place=*/false)
+                .find("needs --persistent on and --backend thread"),
+            std::string::npos);
+  // Left at its default, it does not matter where payloads are copied.
+  EXPECT_TRUE(CheckFuseChannelOptions(options, {}, false).ok());
+}
+
+TEST(CheckFuseSpreadTest, SpreadAskedNeedsTheInlinePlacement) {
+  FuseChannelOptions options = Asked(FuseIo::kUring);
+  options.spread = true;
+  FuseChannelFlags given;
+  given.spread = true;
+  absl::Status refused =
+      CheckFuseSpread(options, given, transport::Placement::kBackendThread);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused));
+  EXPECT_NE(std::string(refused.message())
+                .find("--fuse-spread on moves replies between the FUSE queue "
+                      "threads of the inline placement"),
+            std::string::npos)
+      << refused;
+  EXPECT_TRUE(
+      CheckFuseSpread(options, given, transport::Placement::kInline).ok());
+  // The default (not given), or off, goes with any placement.
+  EXPECT_TRUE(
+      CheckFuseSpread(options, {}, transport::Placement::kBackendThread).ok());
+  options.spread = false;
+  EXPECT_TRUE(
+      CheckFuseSpread(options, given, transport::Placement::kBackendThread)
+          .ok());
+}
+
+}  // namespace
+}  // namespace pvdisk::fuse
