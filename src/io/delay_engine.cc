@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
+#include "io/engine_decorator.h"
 
 namespace pvdisk::io {
 namespace {
@@ -53,15 +54,23 @@ struct ScopedFd {
   const int fd;
 };
 
-class DelayEngine final : public IoEngine {
+// The timer, as a base of DelayEngine listed before EngineDecorator: bases
+// are destroyed in reverse order, so the timer is closed after the inner
+// engine, which watches it (a watched fd must outlive the engine watching
+// it).
+struct DelayTimer {
+  explicit DelayTimer(int fd) : timer_(fd) {}
+  ScopedFd timer_;
+};
+
+class DelayEngine final : private DelayTimer, public EngineDecorator {
  public:
   DelayEngine(std::unique_ptr<IoEngine> inner, CompletionDelay delay,
               uint32_t depth, int timer_fd)
-      : timer_(timer_fd),
-        inner_(std::move(inner)),
+      : DelayTimer(timer_fd),
+        EngineDecorator(std::move(inner), Describe(delay)),
         delay_ns_(int64_t{delay.us} * kNanosPerMicro),
         write_delay_ns_(int64_t{delay.write_us} * kNanosPerMicro),
-        mode_(Describe(inner_->mode(), delay)),
         pending_(depth) {
     free_.reserve(depth);
     for (uint32_t i = depth; i > 0; --i) free_.push_back(i - 1);
@@ -71,11 +80,8 @@ class DelayEngine final : public IoEngine {
   }
 
   absl::Status WatchTimer() {
-    return inner_->WatchWakeFd(timer_.fd, kTimerWatch);
+    return inner().WatchWakeFd(timer_.fd, kTimerWatch);
   }
-
-  std::string_view name() const override { return inner_->name(); }
-  std::string_view mode() const override { return mode_; }
 
   int Queue(const IoRequest& request) override {
     if (free_.empty()) return -EBUSY;  // more than `depth` in flight
@@ -86,14 +92,14 @@ class DelayEngine final : public IoEngine {
     const uint32_t index = free_.back();
     IoRequest forwarded = request;
     forwarded.tag = index;
-    if (int rc = inner_->Queue(forwarded); rc < 0) return rc;
+    if (int rc = inner().Queue(forwarded); rc < 0) return rc;
     free_.pop_back();
     pending_[index] = Pending{request.tag, next_sequence_++, due_ns};
     return 0;
   }
 
   absl::Status WatchWakeFd(int fd, uint64_t tag) override {
-    absl::Status watched = inner_->WatchWakeFd(fd, wake_tags_.size());
+    absl::Status watched = inner().WatchWakeFd(fd, wake_tags_.size());
     if (watched.ok()) wake_tags_.push_back(tag);
     return watched;
   }
@@ -107,7 +113,7 @@ class DelayEngine final : public IoEngine {
       const bool block =
           wait && !DueBy(NowNanos() + margin_ns_) && CanComplete();
       reaped_.clear();
-      const int rc = inner_->Run(block, reaped_);
+      const int rc = inner().Run(block, reaped_);
       if (rc < 0) return rc;
       for (const IoCompletion& completion : reaped_) {
         if (!completion.wake) {
@@ -130,13 +136,7 @@ class DelayEngine final : public IoEngine {
   }
 
   uint32_t inflight() const override {
-    return inner_->inflight() + static_cast<uint32_t>(held_.size());
-  }
-  void OfferBuffers(std::vector<iovec> buffers) override {
-    inner_->OfferBuffers(std::move(buffers));
-  }
-  bool uses_fixed_buffers() const override {
-    return inner_->uses_fixed_buffers();
+    return inner().inflight() + static_cast<uint32_t>(held_.size());
   }
 
  private:
@@ -160,12 +160,9 @@ class DelayEngine final : public IoEngine {
   using HeldHeap =
       std::priority_queue<Held, std::vector<Held>, std::greater<Held>>;
 
-  static std::string Describe(std::string_view inner_mode,
-                              CompletionDelay delay) {
+  static std::string Describe(CompletionDelay delay) {
     std::string text =
-        absl::StrCat(absl::string_view(inner_mode.data(), inner_mode.size()),
-                     inner_mode.empty() ? "" : "; ", "completions held ",
-                     delay.us, " us after submission");
+        absl::StrCat("completions held ", delay.us, " us after submission");
     if (delay.write_us != delay.us) {
       absl::StrAppend(&text, " (writes ", delay.write_us, " us)");
     }
@@ -180,7 +177,7 @@ class DelayEngine final : public IoEngine {
   // while something is held, the inner engine completes what it has, and
   // callers' fds may fire.
   bool CanComplete() const {
-    return !held_.empty() || inner_->inflight() > 0 || !wake_tags_.empty();
+    return !held_.empty() || inner().inflight() > 0 || !wake_tags_.empty();
   }
 
   void Hold(const IoCompletion& completion) {
@@ -233,13 +230,8 @@ class DelayEngine final : public IoEngine {
     margin_ns_ = std::min(lateness_ns_ + kMarginSlackNs, kMaxSpinNs);
   }
 
-  // Declared before inner_, so closed after it: the inner engine watches
-  // the timer, and a watched fd must outlive the engine watching it.
-  ScopedFd timer_;
-  std::unique_ptr<IoEngine> inner_;
   const int64_t delay_ns_;
   const int64_t write_delay_ns_;
-  const std::string mode_;
   std::vector<Pending> pending_;  // by the tag given to the inner engine
   std::vector<uint32_t> free_;    // unused indices of pending_
   uint64_t next_sequence_ = 0;

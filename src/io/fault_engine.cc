@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "io/engine_decorator.h"
 
 namespace pvdisk::io {
 namespace {
@@ -20,35 +21,28 @@ uint64_t SaturatingSectorsToBytes(uint64_t sectors) {
                                             : sectors * kSectorBytes;
 }
 
-class FaultEngine final : public IoEngine {
+class FaultEngine final : public EngineDecorator {
  public:
   FaultEngine(std::unique_ptr<IoEngine> inner, FaultRange range)
-      : inner_(std::move(inner)),
+      : EngineDecorator(std::move(inner),
+                        absl::StrCat("EIO on sectors ", range.first_sector, "+",
+                                     range.sector_count)),
         begin_(SaturatingSectorsToBytes(range.first_sector)),
         end_(begin_ + std::min(SaturatingSectorsToBytes(range.sector_count),
-                               kMaxBytes - begin_)),
-        mode_(absl::StrCat(std::string(inner_->mode()), "; EIO on sectors ",
-                           range.first_sector, "+", range.sector_count)) {}
-
-  std::string_view name() const override { return inner_->name(); }
-  std::string_view mode() const override { return mode_; }
+                               kMaxBytes - begin_)) {}
 
   int Queue(const IoRequest& request) override {
     if (request.op != IoOp::kFlush && Overlaps(request)) {
       faults_.push_back(IoCompletion{request.tag, -EIO, false});
       return 0;
     }
-    return inner_->Queue(request);
-  }
-
-  absl::Status WatchWakeFd(int fd, uint64_t tag) override {
-    return inner_->WatchWakeFd(fd, tag);
+    return inner().Queue(request);
   }
 
   int Run(bool wait, std::vector<IoCompletion>& out) override {
     // Failed requests are completions already available: never block inner
     // while some are waiting to be returned.
-    int appended = inner_->Run(wait && faults_.empty(), out);
+    int appended = inner().Run(wait && faults_.empty(), out);
     if (appended < 0 && faults_.empty()) return appended;
     if (appended < 0) appended = 0;
     out.insert(out.end(), faults_.begin(), faults_.end());
@@ -58,13 +52,7 @@ class FaultEngine final : public IoEngine {
   }
 
   uint32_t inflight() const override {
-    return inner_->inflight() + static_cast<uint32_t>(faults_.size());
-  }
-  void OfferBuffers(std::vector<iovec> buffers) override {
-    inner_->OfferBuffers(std::move(buffers));
-  }
-  bool uses_fixed_buffers() const override {
-    return inner_->uses_fixed_buffers();
+    return inner().inflight() + static_cast<uint32_t>(faults_.size());
   }
 
  private:
@@ -75,10 +63,8 @@ class FaultEngine final : public IoEngine {
     return request.offset < end_ && last >= begin_;
   }
 
-  std::unique_ptr<IoEngine> inner_;
-  const uint64_t begin_;  // first faulty byte
-  const uint64_t end_;    // one past the last faulty byte
-  const std::string mode_;
+  const uint64_t begin_;              // first faulty byte
+  const uint64_t end_;                // one past the last faulty byte
   std::vector<IoCompletion> faults_;  // -EIO completions not yet returned
 };
 
