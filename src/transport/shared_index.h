@@ -42,8 +42,10 @@ void StoreRelaxed(T& shared, T value) {
 // of the indices and flags around this barrier, which it does model; the
 // store->load order the barrier adds is not a happens-before edge.
 inline void FullBarrier() {
-#if defined(__x86_64__) || defined(__i386__)
-  asm volatile("mfence" ::: "memory");
+#if defined(__x86_64__)
+  asm volatile("lock orq $0, (%%rsp)" ::: "memory", "cc");
+#elif defined(__i386__)
+  asm volatile("lock orl $0, (%%esp)" ::: "memory", "cc");
 #elif defined(__aarch64__)
   asm volatile("dmb ish" ::: "memory");
 #else
