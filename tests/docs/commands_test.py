@@ -14,7 +14,6 @@ Usage: commands_test.py PVDISK_DIR BUILD_DIR"""
 import glob
 import os
 import re
-import signal
 import subprocess
 import sys
 import unittest
@@ -94,31 +93,15 @@ class CommandsTest(unittest.TestCase):
         env = dict(os.environ,
                    PATH=docslib.pvdisk_dir() + os.pathsep + os.environ["PATH"],
                    TMPDIR=scratch.dir)
-        proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", block.text],
-                                cwd=scratch.dir, env=env, text=True,
-                                stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT,
-                                start_new_session=True)
         try:
-            output, _ = proc.communicate(timeout=BLOCK_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            try:
-                output, _ = proc.communicate(timeout=5)
-            except subprocess.TimeoutExpired:
-                # A child stuck in the kernel (on a FUSE mount that does not
-                # answer) keeps the pipe open; give up on its output.
-                output = "(no output: a child of the block does not exit)"
-            self.fail("%s took more than %d s:\n%s" % (
-                block.where(), BLOCK_TIMEOUT, output))
+            returncode, output, timed_out = docslib.run_in_own_group(
+                ["bash", "-euo", "pipefail", "-c", block.text], BLOCK_TIMEOUT,
+                cwd=scratch.dir, env=env)
         finally:
-            # Whatever the block started in the background goes too.
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             leftovers = scratch.close()
-        self.assertEqual(proc.returncode, 0, "%s failed:\n%s" % (
+        self.assertFalse(timed_out, "%s took more than %d s:\n%s" % (
+            block.where(), BLOCK_TIMEOUT, output))
+        self.assertEqual(returncode, 0, "%s failed:\n%s" % (
             block.where(), output))
         self.assertEqual(leftovers, [], "%s left mounts behind" %
                          block.where())

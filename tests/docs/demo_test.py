@@ -11,8 +11,6 @@ would hold it up: ctest runs this test alone (RUN_SERIAL).
 
 Usage: demo_test.py PVDISK_DIR"""
 import os
-import signal
-import subprocess
 import sys
 import unittest
 
@@ -30,27 +28,15 @@ class DemoTest(unittest.TestCase):
             self.skipTest(why)
         scratch = docslib.Scratch(prefix="docs-demo.")
         os.symlink(docslib.pvdisk(), os.path.join(scratch.dir, "pvdisk"))
-        proc = subprocess.Popen(
-            [os.path.join(docslib.REPO, "scripts", "demo.sh"), scratch.dir],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True)
         try:
-            output, _ = proc.communicate(timeout=DEMO_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            try:
-                output, _ = proc.communicate(timeout=5)
-            except subprocess.TimeoutExpired:
-                output = "(no output: a child of the demo does not exit)"
-            self.fail("the demo took more than %d s:\n%s" % (DEMO_TIMEOUT,
-                                                             output))
+            returncode, output, timed_out = docslib.run_in_own_group(
+                [os.path.join(docslib.REPO, "scripts", "demo.sh"),
+                 scratch.dir], DEMO_TIMEOUT)
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             leftovers = scratch.close()
-        self.assertEqual(proc.returncode, 0, output)
+        self.assertFalse(timed_out, "the demo took more than %d s:\n%s" % (
+            DEMO_TIMEOUT, output))
+        self.assertEqual(returncode, 0, output)
         for stage in ["== pvdisk mount", "== fio", "== pvdisk list",
                       "== pvdisk unmount", "pvdisk: unmounted"]:
             self.assertIn(stage, output)

@@ -182,3 +182,31 @@ class Scratch:
         leftovers = self.cleanup_mounts()
         shutil.rmtree(self.dir, ignore_errors=True)
         return leftovers
+
+
+def run_in_own_group(argv, timeout, **popen_args):
+    """Runs argv in a process group of its own and returns (returncode,
+    output, timed_out). Whatever it started, in the background too, is
+    killed when it is done; past `timeout` seconds it is killed at once and
+    returncode is None. A child stuck in the kernel (on a FUSE mount that
+    does not answer) may keep the output pipe open: then the output is
+    given up on."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True, **popen_args)
+    timed_out = False
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            output, _ = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            output = "(no output: a child does not exit)"
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return (None if timed_out else proc.returncode), output, timed_out
