@@ -129,20 +129,20 @@ int main(int argc, char** argv) {
   options.mountpoint = argv[1];
   options.mount_options = "fsname=fuse_floor,default_permissions";
   if (geteuid() == 0) options.mount_options += ",allow_other";
-  options.fuse_io = channel::FuseIo::kClassic;
+  options.channel.fuse_io = channel::FuseIo::kClassic;
   if (argc >= 4) {
     auto io = channel::ParseFuseIo(argv[3]);
     if (!io.ok() || *io == channel::FuseIo::kAuto) return Usage();
-    options.fuse_io = *io;
+    options.channel.fuse_io = *io;
   }
   if (argc >= 5) {
     unsigned long depth = std::strtoul(argv[4], &end, 10);
     if (depth == 0 || depth > channel::kMaxUringQueueDepth || *end != '\0') {
       return Usage();
     }
-    options.queue_depth = static_cast<uint32_t>(depth);
+    options.channel.queue_depth = static_cast<uint32_t>(depth);
   }
-  if (options.fuse_io == channel::FuseIo::kUring) {
+  if (options.channel.fuse_io == channel::FuseIo::kUring) {
     std::string note;
     auto resolved = channel::ResolveFuseIo(channel::FuseIo::kUring, &note);
     if (!resolved.ok()) {
@@ -153,12 +153,12 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<pvdisk::bench::FloorDisk> disk;
   if (argc == 6) {
-    if (options.fuse_io != channel::FuseIo::kUring) {
+    if (options.channel.fuse_io != channel::FuseIo::kUring) {
       std::fprintf(stderr, "fuse_floor: an IMAGE needs the uring channel\n");
       return 2;
     }
     // Spreading lets a queue thread hold entries of every queue.
-    const uint32_t held = options.queue_depth * channel::PossibleCpus();
+    const uint32_t held = options.channel.queue_depth * channel::PossibleCpus();
     auto opened = pvdisk::bench::FloorDisk::Open(argv[5], size, held);
     if (!opened.ok()) {
       std::fprintf(stderr, "fuse_floor: %s\n",
@@ -166,12 +166,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     disk = std::move(*opened);
-    options.companion = [&disk](uint32_t qid) {
+    options.companions.make = [&disk](uint32_t qid) {
       return disk->MakeCompanion(qid);
     };
-    options.companion_sq_entries = held;
+    options.companions.sq_entries = held;
     // As pvdisk's inline placement runs its queue threads.
-    options.spread_entries = true;
+    options.channel.spread = true;
   }
   FloorHandler handler(size, disk.get());
   absl::Status served = channel::Serve(options, &handler, {});

@@ -52,7 +52,6 @@ struct MountConfig {
   std::vector<fuse::DiskSpec> disks;  // paths absolute
   std::vector<std::string> names;     // file names in the mount
   fuse::DiskOptions options;
-  unsigned fuse_threads = fuse::kDefaultFuseThreads;
   fuse::FuseChannelOptions channel;  // fuse_io resolved for this kernel
   std::string fuse_io_note;          // how auto resolved, for the message
   bool allow_other = false;
@@ -438,7 +437,7 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   PVDISK_ASSIGN_OR_RETURN(uint64_t fuse_threads,
                           number("fuse-threads", fuse::kDefaultFuseThreads, 1,
                                  fuse::kMaxFuseThreads));
-  config->fuse_threads = static_cast<unsigned>(fuse_threads);
+  config->channel.classic_threads = static_cast<unsigned>(fuse_threads);
   PVDISK_ASSIGN_OR_RETURN(
       config->channel.fuse_io,
       fuse::channel::ParseFuseIo(parsed.Get("fuse-io", "auto")));
@@ -502,6 +501,8 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   PVDISK_ASSIGN_OR_RETURN(transport, DecidePlacement(placement));
   PVDISK_RETURN_IF_ERROR(fuse::CheckFuseSpread(config->channel, channel_flags,
                                                transport.placement));
+  config->channel.spread =
+      fuse::SpreadApplies(config->channel, transport.placement, placement.cpus);
 
   config->allow_other = parsed.Has("allow-other");
   if (config->allow_other && geteuid() != 0 &&
@@ -557,7 +558,6 @@ int Serve(const MountConfig& config, int ready_fd) {
     if (made.ok()) {
       arena = std::move(*made);
       options.transport.queue.lent = arena->lent();
-      options.fuse_huge_entries = arena->huge_entries();
       channel.arena = arena.get();
       if (!arena->huge_note().empty()) {
         LogInfo("FUSE payloads stay in 4 KiB pages: %s",
@@ -568,6 +568,7 @@ int Serve(const MountConfig& config, int ready_fd) {
               std::string(made.status().message()).c_str());
     }
   }
+  options.fuse_channel = channel;
   std::vector<std::unique_ptr<fuse::Disk>> disks;
   for (size_t i = 0; i < config.disks.size(); ++i) {
     absl::StatusOr<std::unique_ptr<fuse::Disk>> disk =
@@ -581,8 +582,7 @@ int Serve(const MountConfig& config, int ready_fd) {
     disks.push_back(std::move(*disk));
   }
   for (auto& disk : disks) disk->Start();
-  fuse::Filesystem filesystem(std::move(disks), config.fuse_threads,
-                              config.allow_other, channel);
+  fuse::Filesystem filesystem(std::move(disks), config.allow_other, channel);
   bool mounted = false;
   absl::Status served = filesystem.MountAndServe(config.mountpoint, [&] {
     mounted = true;
@@ -650,22 +650,6 @@ int RunMount(const std::vector<std::string>& args) {
     PrintError(std::string(checked.message()));
     return kExitUsage;
   }
-  const fuse::channel::FuseIo fuse_io = config.channel.fuse_io;
-  config.options.fuse_io = std::string(fuse::channel::FuseIoName(fuse_io));
-  const transport::TransportOptions& transport = config.options.transport;
-  if (fuse_io == fuse::channel::FuseIo::kUring) {
-    config.options.fuse_queues = fuse::channel::PossibleCpus();
-    config.options.fuse_queue_depth = config.channel.queue_depth;
-    config.options.fuse_queue_pin =
-        std::string(fuse::channel::QueuePinName(config.channel.queue_pin));
-  }
-  // What the stats header shows: spreading needs the inline placement and
-  // a second queue thread to spread to.
-  config.channel.spread =
-      config.channel.spread && fuse_io == fuse::channel::FuseIo::kUring &&
-      transport.placement == transport::Placement::kInline &&
-      config.options.fuse_queues > 1;
-  config.options.fuse_spread = config.channel.spread ? "on" : "off";
   if (!config.fuse_io_note.empty()) {
     std::printf("pvdisk: %s\n", config.fuse_io_note.c_str());
   }

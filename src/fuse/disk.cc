@@ -203,6 +203,8 @@ stats::DiskReport Disk::Report() const {
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     shared_bytes += transport_->queue(q).region_bytes();
   }
+  const channel::ChannelOptions& fc = options_.fuse_channel;
+  const bool uring = fc.fuse_io == channel::FuseIo::kUring;
   stats::DiskReport report;
   report.name = name_;
   report.config = {
@@ -249,18 +251,18 @@ stats::DiskReport Disk::Report() const {
                                      : transport_->uses_fixed_buffers())
                             ? "yes"
                             : "no"},
-      {"fuse_io", options_.fuse_io},
-      {"fuse_queues", options_.fuse_queues == 0
-                          ? std::string("none")
-                          : absl::StrCat(options_.fuse_queues, "x",
-                                         options_.fuse_queue_depth)},
-      {"fuse_queue_pin", options_.fuse_queues == 0 ? std::string("none")
-                                                   : options_.fuse_queue_pin},
-      {"fuse_huge_entries", options_.fuse_queues == 0
-                                ? std::string("none")
-                                : absl::StrCat(options_.fuse_huge_entries)},
+      {"fuse_io", std::string(channel::FuseIoName(fc.fuse_io))},
+      {"fuse_queues",
+       uring ? absl::StrCat(channel::PossibleCpus(), "x", fc.queue_depth)
+             : std::string("none")},
+      {"fuse_queue_pin", uring
+                             ? std::string(channel::QueuePinName(fc.queue_pin))
+                             : std::string("none")},
+      {"fuse_huge_entries",
+       uring ? absl::StrCat(fc.arena ? fc.arena->huge_entries() : 0)
+             : std::string("none")},
       {"fuse_spread",
-       options_.fuse_queues == 0 ? std::string("none") : options_.fuse_spread},
+       uring ? std::string(fc.spread ? "on" : "off") : std::string("none")},
       // Where the backend side of each queue runs: its own thread(s), in
       // the daemon or in a backend process, or the thread of the FUSE queue
       // its requests come from.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "fuse/channel/channel_options.h"
 #include "fuse/operations_in_flight.h"
 #include "image/image.h"
 #include "image/image_spec.h"
@@ -60,18 +61,9 @@ struct DiskOptions {
   // per-disk fields (queue.name, queue.disk_sectors, queue.read_only) are
   // filled in by Disk::Open.
   transport::TransportOptions transport;
-  // How FUSE requests reach the disks, for the stats header: "classic" or
-  // "uring" with its queues (one per possible CPU) and their depth.
-  std::string fuse_io = "classic";
-  uint32_t fuse_queues = 0;
-  uint32_t fuse_queue_depth = 0;
-  // uring: where the queue threads run (--fuse-queue-pin: auto, on, off).
-  std::string fuse_queue_pin = "auto";
-  // uring: the entries per queue whose payloads are in huge pages (0: none,
-  // e.g. without zero copy or with transparent huge pages off).
-  uint32_t fuse_huge_entries = 0;
-  // uring: "on" when queue threads at depth spread replies (--fuse-spread).
-  std::string fuse_spread = "off";
+  // How FUSE requests reach the disks (the mount's FUSE channel, its
+  // arena granted to the backends), for the stats header.
+  channel::ChannelOptions fuse_channel;
   BackendMode backend = BackendMode::kThread;
   // --backend process: deaths per minute before the disk fails with EIO.
   uint32_t backend_restart_limit = 5;

@@ -12,10 +12,8 @@
 
 namespace pvdisk::fuse {
 Filesystem::Filesystem(std::vector<std::unique_ptr<Disk>> disks,
-                       unsigned fuse_threads, bool allow_other,
-                       const FuseChannelOptions& channel)
+                       bool allow_other, const FuseChannelOptions& channel)
     : disks_(std::move(disks)),
-      fuse_threads_(fuse_threads),
       allow_other_(allow_other),
       channel_(channel),
       stats_since_ns_(stats::MonotonicNanos()) {
@@ -61,22 +59,17 @@ absl::Status Filesystem::MountAndServe(
   channel::ServeOptions serve;
   serve.mountpoint = mountpoint;
   serve.mount_options = options;
-  serve.classic_threads = fuse_threads_;
-  serve.fuse_io = channel_.fuse_io;
-  serve.queue_depth = channel_.queue_depth;
-  serve.arena = channel_.arena;
-  serve.queue_pin = channel_.queue_pin;
+  serve.channel = channel_;
   // The inline placement: each uring queue's thread drives its queue of
   // every disk (all disks of a mount share the placement).
   if (!disks_.empty() && disks_[0]->transport_options().placement ==
                              transport::Placement::kInline) {
     std::vector<Disk*> disks;
     for (auto& disk : disks_) disks.push_back(disk.get());
-    serve.companion_sq_entries = InlineSubmissionEntries(disks);
-    serve.companion = [disks](uint32_t qid) {
+    serve.companions.sq_entries = InlineSubmissionEntries(disks);
+    serve.companions.make = [disks](uint32_t qid) {
       return std::make_unique<InlineDriver>(disks, qid);
     };
-    serve.spread_entries = channel_.spread;
   }
   FilesystemHandler handler(this);
   channel::ServeHooks hooks;

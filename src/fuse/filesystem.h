@@ -15,10 +15,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "fuse/channel/payload_arena.h"
-#include "fuse/channel/queue_affinity.h"
-#include "fuse/channel/uring_channel.h"
-#include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
 #include "fuse/disk_io.h"
 #include "fuse/fuse_channel_options.h"
@@ -28,11 +24,11 @@ namespace pvdisk::fuse {
 class Filesystem {
  public:
   // Takes the disks, which must have been started. Does not mount.
-  // `fuse_threads`: 1 to kMaxFuseThreads. `allow_other`: let other users
-  // than the mounting one reach the mount (the kernel checks each file's
-  // owner and mode either way: default_permissions).
+  // `allow_other`: let other users than the mounting one reach the mount
+  // (the kernel checks each file's owner and mode either way:
+  // default_permissions). `channel`: the FUSE channel, as checked
+  // (fuse_channel_options.h) and resolved.
   explicit Filesystem(std::vector<std::unique_ptr<Disk>> disks,
-                      unsigned fuse_threads = kDefaultFuseThreads,
                       bool allow_other = false,
                       const FuseChannelOptions& channel = {});
   ~Filesystem();
@@ -62,7 +58,6 @@ class Filesystem {
  private:
   std::vector<std::unique_ptr<Disk>> disks_;
   std::vector<std::unique_ptr<DiskIo>> disk_ios_;
-  const unsigned fuse_threads_;
   const bool allow_other_;
   const FuseChannelOptions channel_;
   // When the counters started (mount or the last reset), on

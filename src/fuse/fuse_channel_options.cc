@@ -64,4 +64,10 @@ absl::Status CheckFuseSpread(const FuseChannelOptions& options,
   return absl::OkStatus();
 }
 
+bool SpreadApplies(const FuseChannelOptions& options,
+                   transport::Placement placement, uint32_t queues) {
+  return options.spread && options.fuse_io == channel::FuseIo::kUring &&
+         placement == transport::Placement::kInline && queues > 1;
+}
+
 }  // namespace pvdisk::fuse

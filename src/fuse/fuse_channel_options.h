@@ -7,32 +7,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "fuse/channel/payload_arena.h"
-#include "fuse/channel/queue_affinity.h"
-#include "fuse/channel/uring_channel.h"
-#include "fuse/channel/uring_support.h"
+#include "fuse/channel/channel_options.h"
 #include "transport/transport.h"
 
 namespace pvdisk::fuse {
 
 // FUSE worker threads (readers of /dev/fuse): pvdisk mount's --fuse-threads.
-inline constexpr unsigned kDefaultFuseThreads = 4;
-inline constexpr unsigned kMaxFuseThreads = 64;
+inline constexpr unsigned kDefaultFuseThreads = channel::kDefaultClassicThreads;
+inline constexpr unsigned kMaxFuseThreads = channel::kMaxClassicThreads;
 
-// Which FUSE channel serves the mount (see fuse/channel/server.h).
-struct FuseChannelOptions {
-  channel::FuseIo fuse_io = channel::FuseIo::kClassic;  // resolved
-  uint32_t queue_depth = channel::kDefaultUringQueueDepth;
-  // kUring: the entries' payload buffers, when the disks lend them to their
-  // backends (payload_arena.h); null: the channel maps its own. Not owned.
-  const channel::PayloadArena* arena = nullptr;
-  // kUring with an arena: the entries per queue whose payloads are in
-  // huge pages (--fuse-huge-entries; payload_arena.h says why).
-  uint32_t huge_entries = channel::kDefaultHugeEntries;
-  channel::QueuePin queue_pin = channel::QueuePin::kAuto;  // kUring
-  // kUring with the inline placement: --fuse-spread (uring_channel.h).
-  bool spread = false;
-};
+// Which FUSE channel serves the mount and how (channel/channel_options.h).
+using FuseChannelOptions = channel::ChannelOptions;
 
 // Which of the channel's flags the command line gave: giving one asks for
 // the channel it belongs to, whatever its value.
@@ -62,5 +47,13 @@ absl::StatusOr<channel::FuseIo> CheckFuseChannelOptions(
 absl::Status CheckFuseSpread(const FuseChannelOptions& options,
                              const FuseChannelFlags& given,
                              transport::Placement placement);
+
+// Whether spreading applies to the mount: asked (`options.spread`), on the
+// uring channel (`options.fuse_io` resolved), with the inline placement
+// (whose queue threads make the replies that spread) and `queues` (FUSE
+// uring queues) of at least two to spread between. The value the channel
+// and the stats header take.
+bool SpreadApplies(const FuseChannelOptions& options,
+                   transport::Placement placement, uint32_t queues);
 
 }  // namespace pvdisk::fuse

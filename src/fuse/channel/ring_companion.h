@@ -44,4 +44,11 @@ class RingCompanion {
 using RingCompanionMaker =
     std::function<std::unique_ptr<RingCompanion>(uint32_t qid)>;
 
+// The companions of a channel's queues: how each is made (empty: none), and
+// the submission room they need on a queue's ring per round.
+struct RingCompanions {
+  RingCompanionMaker make;
+  uint32_t sq_entries = 0;
+};
+
 }  // namespace pvdisk::fuse::channel

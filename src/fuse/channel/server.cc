@@ -12,6 +12,7 @@
 #include "base/status_macros.h"
 #include "fuse/channel/classic_channel.h"
 #include "fuse/channel/kernel_mount.h"
+#include "fuse/channel/uring_channel.h"
 #include "transport/event_fd.h"
 
 namespace pvdisk::fuse::channel {
@@ -63,7 +64,7 @@ absl::Status Serve(const ServeOptions& options, protocol::Handler* handler,
   if (stop_signals.fd() < 0) return ErrnoError(errno, "signalfd");
   PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<transport::EventFd> ended,
                           transport::EventFd::Create());
-  const bool uring = options.fuse_io == FuseIo::kUring;
+  const bool uring = options.channel.fuse_io == FuseIo::kUring;
   protocol::SessionOptions session_options = options.session;
   session_options.want_uring = uring;
   protocol::Session session(handler, session_options);
@@ -73,9 +74,8 @@ absl::Status Serve(const ServeOptions& options, protocol::Handler* handler,
   std::unique_ptr<UringChannel> ring;
   if (uring) {
     ring = std::make_unique<UringChannel>(
-        mount->fd(), &session, options.queue_depth, session_options.max_write,
-        options.companion, options.companion_sq_entries, options.arena,
-        options.queue_pin, options.spread_entries);
+        mount->fd(), &session, options.channel, session_options.max_write,
+        options.companions);
     if (absl::Status started = ring->Start(); !started.ok()) {
       mount->Unmount();
       return started;
@@ -93,7 +93,7 @@ absl::Status Serve(const ServeOptions& options, protocol::Handler* handler,
     });
   }
   ClassicChannel classic(mount->fd(), &session,
-                         uring ? 1 : options.classic_threads,
+                         uring ? 1 : options.channel.classic_threads,
                          [&ended] { ended->Signal(); });
   if (absl::Status started = classic.Start(); !started.ok()) {
     if (ring) ring->Stop();

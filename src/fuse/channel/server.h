@@ -14,9 +14,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "fuse/channel/queue_affinity.h"
-#include "fuse/channel/uring_channel.h"
-#include "fuse/channel/uring_support.h"
+#include "fuse/channel/channel_options.h"
+#include "fuse/channel/ring_companion.h"
 #include "fuse/protocol/handler.h"
 #include "fuse/protocol/session.h"
 
@@ -25,21 +24,12 @@ namespace pvdisk::fuse::channel {
 struct ServeOptions {
   std::string mountpoint;
   std::string mount_options;  // -o options (fsname=..., allow_other, ...)
-  // kClassic or kUring (resolved: see ResolveFuseIo). With kUring, one
-  // classic reader stays for what the kernel keeps on /dev/fuse.
-  FuseIo fuse_io = FuseIo::kClassic;
-  unsigned classic_threads = 4;  // workers reading /dev/fuse (classic)
-  uint32_t queue_depth = kDefaultUringQueueDepth;  // entries per uring queue
+  // Which channel and how (channel_options.h); fuse_io resolved (see
+  // ResolveFuseIo).
+  ChannelOptions channel;
   // kUring: work each uring queue's thread also does (the inline
   // placement's backends), and the submission room it needs per round.
-  RingCompanionMaker companion;
-  uint32_t companion_sq_entries = 0;
-  // kUring: where the entries' payload buffers are (may be null).
-  const PayloadArena* arena = nullptr;
-  QueuePin queue_pin = QueuePin::kAuto;  // kUring: where queue threads run
-  // kUring with companions: a queue thread that holds many requests sends
-  // some replies out through the other queue threads (uring_channel.h).
-  bool spread_entries = false;
+  RingCompanions companions;
   protocol::SessionOptions session;
 };
 

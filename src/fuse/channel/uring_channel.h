@@ -4,43 +4,28 @@
 // The kernel keeps one FUSE queue per possible CPU and puts a request on the
 // queue of the CPU its caller runs on. We register every queue (the kernel
 // switches to the ring only when all have entries; too few would hang the
-// mount), each owned by one thread (placed by --fuse-queue-pin) with its own
-// io_uring (128-byte SQEs). A queue has `depth` ring entries, each a header
-// buffer and a payload buffer the kernel fills with a request; the owner thread
-// hands it to the Session and, once answered, sends COMMIT_AND_FETCH, which
-// returns the reply and re-arms the entry in one command. Registration is
+// mount), each owned by one thread with its own io_uring. Registration is
 // possible only after the INIT reply (which is read and answered on
-// /dev/fuse): the Session's OnInitialized callback calls Register().
-// FORGET and INTERRUPT stay on /dev/fuse, for a ClassicChannel reader.
+// /dev/fuse): the Session's OnInitialized callback calls Register(). FORGET
+// and INTERRUPT stay on /dev/fuse, for a ClassicChannel reader.
 //
-// A queue's thread may have a RingCompanion (ring_companion.h): the inline
-// placement's backends, which borrow the queue's ring for image I/O. Each
-// round the thread handles its completions (FUSE requests, image I/O,
-// kicks), runs the companion (which may answer requests), and submits the
-// commits and the new I/O with one io_uring_enter that also waits.
+// The parts, each in its own file:
+//   uring_queue.h     the protocol of one queue: ring, entries, commands
+//   uring_queue_loop.cc  the queue thread's loop (below)
+//   commit_router.h   where and when a reply is committed (cross-thread
+//                     commits, commit at once)
+//   spread_policy.h   spreading replies between queue threads
+//                     (--fuse-spread)
+//   early_submit.h    submitting a round's image I/O before its end
+//   queue_affinity.h  where a queue's thread runs (--fuse-queue-pin)
+//   ring_companion.h  work that shares a queue's thread and ring (the
+//                     inline placement's driver)
 //
-// Replies from other threads (the queue's completion path answers READs and
-// WRITEs on the backend thread today): the answering thread writes the
-// reply into the entry's own buffers (the entry is ours until committed),
-// then appends the entry to the queue's locked commit list and wakes the
-// owner through an eventfd that its ring watches, only if no wake-up is
-// pending already. Replies made on the owner thread (synchronous handlers,
-// and the inline placement's) are committed directly, batched into the next
-// io_uring_enter; one that carries 64 KiB of data or more goes at once.
-//
-// Spreading (`spread`, --fuse-spread; the inline placement): the kernel
-// finds a COMMIT_AND_FETCH's entry by the queue id and commit id it
-// carries, whichever of our rings it comes on, and sends that entry's next
-// request to the ring that committed it. So an entry of FUSE queue q may be
-// held by another queue's thread: the thread whose ring it was last
-// committed on (Entry::holder) takes its requests and commits its replies.
-// At depth a thread hands every other reply it makes to another queue
-// thread, which commits it and keeps the entry; an entry that comes alone
-// to a thread not its own goes home the same way (SpreadTarget). Depth is
-// weighed (a request by the data it brings, which the kernel copies into
-// the entry on the taking thread): sixteen reads, eight 4 KiB writes, or
-// two large writes. One submitter's
-// depth, all on its CPU's queue, then runs on every CPU.
+// The loop: each round the thread handles its completions (FUSE requests,
+// which go to the Session; a companion's image I/O; wakes from other
+// threads), runs the companion (which may answer requests), flushes the
+// commits, and submits commits and new I/O with one io_uring_enter that also
+// waits.
 #pragma once
 
 #include <atomic>
@@ -48,47 +33,31 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "fuse/channel/payload_arena.h"
-#include "fuse/channel/queue_affinity.h"
+#include "fuse/channel/channel_options.h"
+#include "fuse/channel/commit_router.h"
+#include "fuse/channel/queue_thread.h"
 #include "fuse/channel/ring_companion.h"
+#include "fuse/channel/uring_support.h"
 #include "fuse/protocol/reply.h"
 #include "fuse/protocol/session.h"
 
 namespace pvdisk::fuse::channel {
 
-// Entries per queue. Every entry has a 1 MiB payload buffer, but only the
-// pages a request touches become resident, and the kernel reuses the most
-// recently committed entry first, so a deep queue costs address space, not
-// memory. 128: an iodepth-64 job (or two of 32) on one CPU still has all
-// its requests on the ring.
-inline constexpr uint32_t kDefaultUringQueueDepth = 128;
-inline constexpr uint32_t kMaxUringQueueDepth = 1024;
-
-// The kernel's num_possible_cpus(): how many queues must be registered.
-uint32_t PossibleCpus();
-
 class UringChannel final : public protocol::ReplySink {
  public:
-  // `fd`: the connection's /dev/fuse fd (not owned). `payload_bytes`: each
-  // entry's payload buffer, at least the negotiated max_write.
-  // `make_companion` (may be empty) gives each queue its companion;
-  // `companion_sq_entries` is the submission room they need per round.
-  // `arena` (may be null; not owned): where the entries' payload buffers
-  // are, when the disks may grant them to their backends
-  // (payload_arena.h); it must have PossibleCpus() queues of this depth and
-  // payload size. Without one each queue maps its own. `pin`: where each
-  // queue's thread runs (queue_affinity.h). `spread`: hand replies between
-  // queue threads at depth (above; meant for queues with companions).
-  UringChannel(int fd, protocol::Session* session, uint32_t queue_depth,
-               uint32_t payload_bytes,
-               RingCompanionMaker make_companion = nullptr,
-               uint32_t companion_sq_entries = 0,
-               const PayloadArena* arena = nullptr,
-               QueuePin pin = QueuePin::kAuto, bool spread = false);
+  // `fd`: the connection's /dev/fuse fd (not owned). `options`: the queues'
+  // depth, their payload arena (may be null; then it must have
+  // PossibleCpus() queues of this depth and payload size), where their
+  // threads run, and whether replies spread (meant for queues with
+  // companions). `payload_bytes`: each entry's payload buffer, at least the
+  // negotiated max_write. `companions`: each queue's companion (may be
+  // none).
+  UringChannel(int fd, protocol::Session* session,
+               const ChannelOptions& options, uint32_t payload_bytes,
+               RingCompanions companions = {});
   ~UringChannel() override;
   UringChannel(const UringChannel&) = delete;
   UringChannel& operator=(const UringChannel&) = delete;
@@ -116,35 +85,36 @@ class UringChannel final : public protocol::ReplySink {
   void Stop();
 
   uint32_t queue_count() const { return static_cast<uint32_t>(queues_.size()); }
-  uint32_t queue_depth() const { return depth_; }
+  uint32_t queue_depth() const { return options_.queue_depth; }
 
   void Send(uint64_t slot, uint64_t unique, int error,
             std::span<const iovec> payload) override;
   std::span<uint8_t> PayloadBuffer(uint64_t slot) override;
 
  private:
-  struct Queue;
-  void Run(Queue* queue);
-  // On `queue`'s thread, between rounds or as it ends: counts it towards
+  // The queue thread (uring_queue_loop.cc).
+  void Run(QueueThread* thread);
+  absl::Status SetUp(QueueThread* thread);
+  // Handles the completion of a FUSE entry's command on `thread`'s ring:
+  // a request to hand to the Session, an entry to re-arm, or one that ends.
+  void OnEntryCompletion(QueueThread& thread, uint64_t tag, int res,
+                         unsigned* taken, unsigned* at_once);
+  // On the thread, between rounds or as it ends: counts it towards
   // StopTaking's wait once it has seen stop_taking_ (or `ended`).
-  void NoteStopTakingSeen(Queue* queue, bool ended);
-  // On the holder's thread, for a reply it makes to an entry of `owner`:
-  // the queue thread to hand the entry to, or null to commit it here.
-  Queue* SpreadTarget(Queue& holder, const Queue& owner);
-  friend struct Queue;
+  void NoteStopTakingSeen(QueueThread* thread, bool ended);
+
+  // The queue thread this is, for Send's same-thread path (null elsewhere).
+  static constinit thread_local const QueueThread* current_thread_;
 
   const int fd_;
   protocol::Session* const session_;
-  const uint32_t depth_;
+  const ChannelOptions options_;
   const uint32_t payload_bytes_;
-  const RingCompanionMaker make_companion_;
-  const uint32_t companion_sq_entries_;
-  const PayloadArena* const arena_;
-  const QueuePin pin_;
-  const bool spread_;
-  std::vector<std::unique_ptr<Queue>> queues_;
+  const RingCompanions companions_;
+  std::vector<std::unique_ptr<QueueThread>> queues_;
   std::atomic<bool> stop_taking_{false};
   std::atomic<bool> stop_{false};
+  CommitRouter router_;
 
   std::mutex start_mu_;
   std::condition_variable start_cv_;

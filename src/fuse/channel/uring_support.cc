@@ -76,4 +76,18 @@ absl::StatusOr<FuseIo> ResolveFuseIo(FuseIo wanted, std::string* note,
       absl::StrCat("--fuse-io uring is not possible: ", support.why_not));
 }
 
+uint32_t PossibleCpus() {
+  // "0-1", "0-3,5": the kernel's cpu_possible_mask; queues are numbered by
+  // CPU, so the count is the highest CPU + 1.
+  std::ifstream file("/sys/devices/system/cpu/possible");
+  std::string text;
+  if (!std::getline(file, text) || text.empty()) {
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    return n > 0 ? static_cast<uint32_t>(n) : 1;
+  }
+  size_t last = text.find_last_of(",-");
+  std::string tail = last == std::string::npos ? text : text.substr(last + 1);
+  return static_cast<uint32_t>(std::stoul(tail)) + 1;
+}
+
 }  // namespace pvdisk::fuse::channel

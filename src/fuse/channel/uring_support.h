@@ -1,12 +1,17 @@
 // Whether this kernel offers FUSE-over-io_uring, and the --fuse-io choice.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
 
 namespace pvdisk::fuse::channel {
+
+// The kernel's num_possible_cpus(): how many FUSE uring queues there are
+// (one per possible CPU), all of which must be registered.
+uint32_t PossibleCpus();
 
 // pvdisk mount's --fuse-io.
 enum class FuseIo { kAuto, kUring, kClassic };

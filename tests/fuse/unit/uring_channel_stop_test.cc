@@ -128,9 +128,11 @@ class UringChannelStopTest : public ::testing::Test {
     auto mounted = KernelMount::Mount(mountpoint_, "fsname=pvdisk-stop-test");
     ASSERT_TRUE(mounted.ok()) << mounted.status();
     mount_ = std::move(*mounted);
-    ring_ =
-        std::make_unique<UringChannel>(mount_->fd(), session_.get(),
-                                       /*queue_depth=*/4, options.max_write);
+    ChannelOptions channel;
+    channel.fuse_io = FuseIo::kUring;
+    channel.queue_depth = 4;
+    ring_ = std::make_unique<UringChannel>(mount_->fd(), session_.get(),
+                                           channel, options.max_write);
     ASSERT_TRUE(ring_->Start().ok());
     session_->OnInitialized([this] {
       if (session_->negotiated().uring()) {
