@@ -15,6 +15,14 @@ std::string ParsedArgs::Get(const std::string& name,
                                                   : it->second.back();
 }
 
+FlagValues ParsedArgs::Flags() const {
+  std::map<std::string, std::string, std::less<>> last;
+  for (const auto& [name, given] : values) {
+    last[name] = given.empty() ? std::string() : given.back();
+  }
+  return FlagValues(std::move(last));
+}
+
 absl::StatusOr<ParsedArgs> ParseArgs(absl::string_view command,
                                      const std::vector<FlagSpec>& specs,
                                      const std::vector<std::string>& args) {
@@ -89,13 +97,8 @@ std::string FlagHelp(const std::vector<FlagSpec>& specs) {
 absl::StatusOr<uint64_t> ParseNumber(absl::string_view flag,
                                      absl::string_view text, uint64_t min,
                                      uint64_t max) {
-  uint64_t value = 0;
-  if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, " '", text, "' is not allowed: use a whole number from ",
-        min, " to ", max));
-  }
-  return value;
+  return ParseWholeNumber(std::string_view(flag.data(), flag.size()),
+                          std::string_view(text.data(), text.size()), min, max);
 }
 
 }  // namespace pvdisk::cli

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "base/flag_values.h"
 
 namespace pvdisk::cli {
 
@@ -29,6 +30,9 @@ struct ParsedArgs {
   bool Has(const std::string& name) const { return values.count(name) > 0; }
   // The last value of a flag, or `fallback`.
   std::string Get(const std::string& name, const std::string& fallback) const;
+  // The flags given, each with its last value, for the libraries that read
+  // and check their own (base/flag_values.h).
+  FlagValues Flags() const;
 };
 
 // Parses `args` (the words after the subcommand). Accepts "--name value" and

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 
 namespace pvdisk::cli {
 
@@ -15,6 +16,17 @@ bool FuseConfAllowsOther(const std::string& path) {
     if (absl::StripAsciiWhitespace(line) == "user_allow_other") return true;
   }
   return false;
+}
+
+absl::Status CheckAllowOther(bool allow_other, bool root,
+                             const std::string& path) {
+  if (!allow_other || root || FuseConfAllowsOther(path)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--allow-other needs 'user_allow_other' in ", path,
+      " when not run as root (ask an administrator to add that line), or "
+      "mount without --allow-other so that only you reach the mount"));
 }
 
 }  // namespace pvdisk::cli

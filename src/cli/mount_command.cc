@@ -11,11 +11,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -27,25 +25,23 @@
 #include "cli/disk_arg.h"
 #include "cli/fuse_conf.h"
 #include "cli/mount_flags.h"
-#include "cli/mount_table.h"
+#include "cli/mountpoint_check.h"
 #include "cli/placement.h"
+#include "cli/placement_flags.h"
 #include "fuse/channel/payload_arena.h"
-#include "fuse/channel/queue_affinity.h"
-#include "fuse/channel/uring_channel.h"
 #include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
+#include "fuse/disk_list_check.h"
 #include "fuse/disk_options_check.h"
 #include "fuse/filesystem.h"
+#include "fuse/fuse_channel_options.h"
 #include "fuse/protocol/session.h"
-#include "image/open_image.h"
 #include "io/engine_factory.h"
-#include "transport/memory_budget.h"
 #include "transport/transport.h"
+#include "transport/transport_flags.h"
 
 namespace pvdisk::cli {
 namespace {
-
-constexpr uint32_t kDefaultQueues = 2;
 
 struct MountConfig {
   std::string mountpoint;             // absolute
@@ -84,7 +80,7 @@ const std::vector<FlagSpec>& MountFlags() {
                     " to 4096 (blkif) or 32768 (virtio, virtio-packed)")},
       {"engine", true, false, "uring|sync|null", "uring",
        "how the backend does I/O: io_uring, pread/pwrite, or no I/O at all"},
-      {"queues", true, false, "N", absl::StrCat(kDefaultQueues),
+      {"queues", true, false, "N", absl::StrCat(transport::kDefaultQueues),
        absl::StrCat("queues per disk, each with its own ring, data pages, "
                     "notifications and stats row: 1 to ",
                     transport::kMaxQueues)},
@@ -197,291 +193,48 @@ const std::vector<FlagSpec>& MountFlags() {
 }
 
 namespace {
-// The checks of an rbd: disk that need no cluster: its conf= exists (and
-// becomes absolute: the daemon changes to /), it is not given twice, its
-// name is allowed. Returns the file name in the mount: the image's.
-absl::StatusOr<std::string> CheckRbdDisk(const std::string& text,
-                                         fuse::DiskSpec* spec,
-                                         std::set<std::string>* seen) {
-  io::RbdSpec& rbd = *spec->rbd;
-  if (!rbd.conf.empty()) {
-    char resolved[PATH_MAX];
-    if (realpath(rbd.conf.c_str(), resolved) == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--disk ", text, ": Ceph configuration ", rbd.conf,
-          errno == ENOENT
-              ? " does not exist"
-              : absl::StrCat(" cannot be resolved: ", strerror(errno))));
-    }
-    rbd.conf = resolved;
-  }
-  if (!seen->insert(absl::StrCat(rbd.Name(), "\n", rbd.conf)).second) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--disk ", rbd.Name(),
-                     " is given twice; each image may be served "
-                     "once"));
-  }
-  if (rbd.image == "stats" || rbd.image == "stats.json") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "image ", rbd.Name(), " would be named '", rbd.image,
-        "' in the mount, which is the stats file's name; rename the image"));
-  }
-  return rbd.image;
-}
-
-// Checks the command line and the things it names; fills `config`.
+// Parses the command line and hands each part to the library that owns it
+// for its checks; fills `config`. The order is the user's: the mountpoint,
+// the disks, then the flags.
 absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   if (parsed.positional.size() != 1) {
     return absl::InvalidArgumentError(
         "mount takes exactly one MOUNTPOINT (usage: pvdisk mount MOUNTPOINT "
         "--disk IMAGE [--disk IMAGE ...])");
   }
-  const std::string& mountpoint = parsed.positional[0];
-  struct stat st;
-  if (stat(mountpoint.c_str(), &st) != 0) {
-    // A dead FUSE mount answers ENOTCONN, or ECONNABORTED / ECANCELED while
-    // the kernel is still tearing its connection (or its uring queues)
-    // down (seen right after the daemon was killed).
-    if (errno == ENOTCONN || errno == ECONNABORTED || errno == ECANCELED) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mountpoint ", mountpoint,
-          " is a FUSE mount whose daemon is gone; run 'fusermount3 -u ",
-          mountpoint, "' first"));
-    }
-    return absl::InvalidArgumentError(
-        errno == ENOENT
-            ? absl::StrCat("mountpoint ", mountpoint, " does not exist")
-            : absl::StrCat("mountpoint ", mountpoint,
-                           " cannot be examined: ", strerror(errno)));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mountpoint ", mountpoint, " is not a directory"));
-  }
-  std::optional<std::string> absolute = AbsoluteMountPath(mountpoint);
-  if (!absolute) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mountpoint ", mountpoint, " cannot be resolved"));
-  }
-  if (std::optional<MountEntry> entry = FindMount(*absolute)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "mountpoint ", mountpoint, " is already mounted (", entry->fs_type,
-        " from ", entry->source, "); unmount it first"));
-  }
-  config->mountpoint = *absolute;
-
+  PVDISK_ASSIGN_OR_RETURN(config->mountpoint,
+                          CheckMountpoint(parsed.positional[0]));
   if (!parsed.Has("disk")) {
     return absl::InvalidArgumentError(
         "mount needs at least one --disk IMAGE (make one with 'pvdisk create "
         "IMAGE --size 1G')");
   }
-  std::set<std::string> seen_paths;
-  std::set<std::string> seen_names;
+  std::vector<fuse::DiskSpec> specs;
   for (const std::string& text : parsed.values.at("disk")) {
-    absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg(text);
-    if (!spec.ok()) return spec.status();
-    if (spec->rbd) {
-      // The cluster itself is reached only by the daemon (librados does not
-      // survive fork): Disk::Open reports what is wrong there.
-      PVDISK_ASSIGN_OR_RETURN(std::string name,
-                              CheckRbdDisk(text, &*spec, &seen_paths));
-      if (!seen_names.insert(name).second) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("two images would both be named '", name,
-                         "' in the mount; serve one of them per mount"));
-      }
-      config->disks.push_back(*spec);
-      config->names.push_back(name);
-      continue;
-    }
-    char resolved[PATH_MAX];
-    if (realpath(spec->path.c_str(), resolved) == nullptr) {
-      return absl::InvalidArgumentError(
-          errno == ENOENT
-              ? absl::StrCat("image ", spec->path, " does not exist")
-              : absl::StrCat("image ", spec->path,
-                             " cannot be resolved: ", strerror(errno)));
-    }
-    std::string path = resolved;
-    if (path.rfind(config->mountpoint + "/", 0) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "image ", spec->path,
-          " lies inside the mountpoint; the daemon never touches its own "
-          "mountpoint, so keep images outside it"));
-    }
-    if (!seen_paths.insert(path).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--disk ", spec->path,
-                       " is given twice; each image may be served "
-                       "once"));
-    }
-    std::string name = path.substr(path.rfind('/') + 1);
-    if (name == "stats" || name == "stats.json") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "image ", spec->path, " would be named '", name,
-          "' in the mount, which is the stats file's name; rename the image"));
-    }
-    if (!seen_names.insert(name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("two images would both be named '", name,
-                       "' in the mount; rename one of them"));
-    }
-    // Open once now (through the image layer, for the disk's virtual
-    // size; no lock, no O_DIRECT), so that an unreadable or odd-sized image
-    // is reported here, before anything is mounted.
-    image::ImageSpec probe = fuse::ImageSpecOf(*spec, io::EngineKind::kNull);
-    probe.path = path;
-    probe.lock = false;
-    absl::StatusOr<std::shared_ptr<image::Image>> image =
-        image::OpenImage(probe);
-    if (!image.ok()) return image.status();
-    PVDISK_RETURN_IF_ERROR(fuse::CheckDiskSpec(*spec, (*image)->size_bytes()));
-    spec->path = path;
-    config->disks.push_back(*spec);
-    config->names.push_back(name);
+    PVDISK_ASSIGN_OR_RETURN(fuse::DiskSpec spec, ParseDiskArg(text));
+    specs.push_back(std::move(spec));
   }
+  PVDISK_ASSIGN_OR_RETURN(
+      fuse::CheckedDisks disks,
+      fuse::CheckDiskList(std::move(specs), config->mountpoint));
+  config->disks = std::move(disks.disks);
+  config->names = std::move(disks.names);
 
-  transport::TransportOptions& transport = config->options.transport;
-  auto number = [&](const char* flag, uint64_t fallback, uint64_t min,
-                    uint64_t max) {
-    return ParseNumber(flag, parsed.Get(flag, absl::StrCat(fallback)), min,
-                       max);
-  };
-  PVDISK_ASSIGN_OR_RETURN(transport.queue.protocol,
-                          transport::FindProtocol(std::string_view(
-                              parsed.Get("frontend", "blkif"))));
+  const FlagValues flags = parsed.Flags();
+  PVDISK_ASSIGN_OR_RETURN(transport::TransportOptions transport,
+                          transport::TransportOptionsFromFlags(flags));
   PVDISK_ASSIGN_OR_RETURN(
-      uint64_t ring_size,
-      number("ring-size", transport::kDefaultRingSize, transport::kMinRingSize,
-             transport.queue.protocol->max_ring_size()));
-  transport.queue.ring_size = static_cast<uint32_t>(ring_size);
+      config->options,
+      fuse::DiskOptionsFromFlags(flags, transport, config->disks));
   PVDISK_ASSIGN_OR_RETURN(
-      uint64_t max_segments,
-      number("max-segments", transport::kDefaultSegments,
-             transport::kMinSegments, transport::kMaxSegments));
-  transport.queue.max_segments = static_cast<uint32_t>(max_segments);
-  PVDISK_ASSIGN_OR_RETURN(uint64_t queues, number("queues", kDefaultQueues, 1,
-                                                  transport::kMaxQueues));
-  transport.queues = static_cast<uint32_t>(queues);
-  PVDISK_ASSIGN_OR_RETURN(uint64_t threads,
-                          number("backend-threads", 1, 1, transport.queues));
-  transport.backend_threads = static_cast<uint32_t>(threads);
-  PVDISK_ASSIGN_OR_RETURN(transport.queue_map,
-                          transport::ParseQueueMap(std::string_view(
-                              parsed.Get("queue-map", "offset"))));
-  PVDISK_ASSIGN_OR_RETURN(
-      uint64_t poll_us,
-      number("poll-us", transport::kDefaultPollUs, 0, 1000000));
-  transport.backend.poll_us = static_cast<uint32_t>(poll_us);
-  if (parsed.Has("engine-max-inflight")) {
-    PVDISK_ASSIGN_OR_RETURN(uint64_t cap,
-                            number("engine-max-inflight", 0, 1, 1u << 20));
-    transport.backend.engine_max_inflight = static_cast<uint32_t>(cap);
-  }
-  // Two-way switches: each flag's value must be one of its two words; the
-  // result is whether it is the first.
-  auto first_of = [&](const char* flag, const char* first,
-                      const char* second) -> absl::StatusOr<bool> {
-    std::string value = parsed.Get(flag, first);
-    if (value != first && value != second) {
-      return absl::InvalidArgumentError(absl::StrCat("--", flag, " '", value,
-                                                     "' is not allowed: use ",
-                                                     first, " or ", second));
-    }
-    return value == first;
-  };
-  PVDISK_ASSIGN_OR_RETURN(transport.queue.policy.merge,
-                          first_of("merge", "on", "off"));
-  PVDISK_ASSIGN_OR_RETURN(bool when_room,
-                          first_of("dispatch", "when-room", "always"));
-  transport.queue.policy.dispatch = when_room
-                                        ? transport::DispatchMode::kWhenRoom
-                                        : transport::DispatchMode::kAlways;
-  PVDISK_ASSIGN_OR_RETURN(uint64_t plug_us, number("plug-us", 0, 0, 100000));
-  transport.queue.policy.plug_us = static_cast<uint32_t>(plug_us);
-  PVDISK_ASSIGN_OR_RETURN(transport.queue.persistent,
-                          first_of("persistent", "on", "off"));
-  PVDISK_ASSIGN_OR_RETURN(bool event_idx,
-                          first_of("notify", "event-idx", "always"));
-  transport.queue.notify = event_idx ? transport::NotifyMode::kEventIdx
-                                     : transport::NotifyMode::kAlways;
-  PVDISK_ASSIGN_OR_RETURN(transport.queue.irq,
-                          transport::ParseInterruptMode(
-                              std::string_view(parsed.Get("irq", "inline"))));
-  PVDISK_ASSIGN_OR_RETURN(bool backend_thread,
-                          first_of("backend", "thread", "process"));
-  config->options.backend =
-      backend_thread ? fuse::BackendMode::kThread : fuse::BackendMode::kProcess;
-  PVDISK_ASSIGN_OR_RETURN(
-      uint64_t restart_limit,
-      number("backend-restart-limit", transport::process::kDefaultRestartLimit,
-             0, 1000));
-  config->options.backend_restart_limit = static_cast<uint32_t>(restart_limit);
-  PVDISK_ASSIGN_OR_RETURN(
-      uint64_t shutdown_timeout,
-      number("shutdown-timeout", fuse::kDefaultShutdownTimeoutSeconds,
-             fuse::kMinShutdownTimeoutSeconds,
-             fuse::kMaxShutdownTimeoutSeconds));
-  config->options.shutdown_timeout_seconds =
-      static_cast<uint32_t>(shutdown_timeout);
-  PVDISK_RETURN_IF_ERROR(transport::ValidateTransportOptions(transport));
-  absl::StatusOr<io::EngineKind> engine =
-      io::ParseEngineKind(parsed.Get("engine", "uring"));
-  if (!engine.ok()) return engine.status();
-  config->options.engine = *engine;
-  fuse::DiskOptionFlags disk_flags;
-  disk_flags.irq = parsed.Has("irq");
-  disk_flags.backend_restart_limit = parsed.Has("backend-restart-limit");
-  PVDISK_RETURN_IF_ERROR(
-      fuse::CheckDiskOptions(config->options, disk_flags, config->disks));
-  PVDISK_ASSIGN_OR_RETURN(uint64_t fuse_threads,
-                          number("fuse-threads", fuse::kDefaultFuseThreads, 1,
-                                 fuse::kMaxFuseThreads));
-  config->channel.classic_threads = static_cast<unsigned>(fuse_threads);
-  PVDISK_ASSIGN_OR_RETURN(
-      config->channel.fuse_io,
-      fuse::channel::ParseFuseIo(parsed.Get("fuse-io", "auto")));
-  PVDISK_ASSIGN_OR_RETURN(
-      uint64_t queue_depth,
-      number("fuse-queue-depth", fuse::channel::kDefaultUringQueueDepth, 1,
-             fuse::channel::kMaxUringQueueDepth));
-  config->channel.queue_depth = static_cast<uint32_t>(queue_depth);
-  PVDISK_ASSIGN_OR_RETURN(uint64_t huge_entries,
-                          number("fuse-huge-entries",
-                                 std::min(fuse::channel::kDefaultHugeEntries,
-                                          config->channel.queue_depth),
-                                 0, fuse::channel::kMaxUringQueueDepth));
-  config->channel.huge_entries = static_cast<uint32_t>(huge_entries);
-  PVDISK_ASSIGN_OR_RETURN(
-      config->channel.queue_pin,
-      fuse::channel::ParseQueuePin(parsed.Get("fuse-queue-pin", "auto")));
-  PVDISK_ASSIGN_OR_RETURN(config->channel.spread,
-                          first_of("fuse-spread", "on", "off"));
-  fuse::FuseChannelFlags channel_flags;
-  channel_flags.fuse_threads = parsed.Has("fuse-threads");
-  channel_flags.queue_depth = parsed.Has("fuse-queue-depth");
-  channel_flags.queue_pin = parsed.Has("fuse-queue-pin");
-  channel_flags.huge_entries = parsed.Has("fuse-huge-entries");
-  channel_flags.spread = parsed.Has("fuse-spread");
-  PVDISK_ASSIGN_OR_RETURN(
-      config->channel.fuse_io,
-      fuse::CheckFuseChannelOptions(
-          config->channel, channel_flags,
-          transport.queue.persistent &&
-              config->options.backend == fuse::BackendMode::kThread));
+      fuse::FuseChannelRequest channel,
+      fuse::FuseChannelFromFlags(
+          flags, transport.queue.persistent &&
+                     config->options.backend == fuse::BackendMode::kThread));
+  config->channel = channel.options;
 
   PlacementInput placement;
-  PVDISK_ASSIGN_OR_RETURN(placement.wanted,
-                          ParsePlacement(parsed.Get("placement", "auto")));
-  placement.memory_budget = transport::DefaultMemoryBudget();
-  if (parsed.Has("max-memory")) {
-    absl::StatusOr<uint64_t> size = ParseSize(parsed.Get("max-memory", ""));
-    if (!size.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--max-memory: ", size.status().message()));
-    }
-    placement.memory_budget = *size;
-  }
+  PVDISK_RETURN_IF_ERROR(ReadPlacementFlags(flags, &placement));
   // Resolved before the daemon forks, so that the mount message can say
   // what happened and `uring` on a kernel without it fails before anything
   // runs.
@@ -498,20 +251,16 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   placement.transport = transport;
   placement.uring_engine = config->options.engine == io::EngineKind::kUring;
   placement.disks = static_cast<uint32_t>(config->disks.size());
-  PVDISK_ASSIGN_OR_RETURN(transport, DecidePlacement(placement));
-  PVDISK_RETURN_IF_ERROR(fuse::CheckFuseSpread(config->channel, channel_flags,
-                                               transport.placement));
+  PVDISK_ASSIGN_OR_RETURN(config->options.transport,
+                          DecidePlacement(placement));
+  const transport::Placement decided = config->options.transport.placement;
+  PVDISK_RETURN_IF_ERROR(
+      fuse::CheckFuseSpread(config->channel, channel.given, decided));
   config->channel.spread =
-      fuse::SpreadApplies(config->channel, transport.placement, placement.cpus);
+      fuse::SpreadApplies(config->channel, decided, placement.cpus);
 
   config->allow_other = parsed.Has("allow-other");
-  if (config->allow_other && geteuid() != 0 &&
-      !FuseConfAllowsOther(kFuseConfPath)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--allow-other needs 'user_allow_other' in ", kFuseConfPath,
-        " when not run as root (ask an administrator to add that line), or "
-        "mount without --allow-other so that only you reach the mount"));
-  }
+  PVDISK_RETURN_IF_ERROR(CheckAllowOther(config->allow_other, geteuid() == 0));
   config->foreground = parsed.Has("foreground");
   // A daemon detaches from the terminal once mounted; its backend processes
   // must not keep the terminal (or the caller's pipe) open either.

@@ -53,6 +53,8 @@ enum class BackendMode {
 inline constexpr uint32_t kDefaultShutdownTimeoutSeconds = 30;
 inline constexpr uint32_t kMinShutdownTimeoutSeconds = 1;
 inline constexpr uint32_t kMaxShutdownTimeoutSeconds = 86400;
+// --backend-restart-limit at most.
+inline constexpr uint32_t kMaxBackendRestartLimit = 1000;
 
 // Settings shared by every disk of a mount.
 struct DiskOptions {

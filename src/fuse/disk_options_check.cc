@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/size.h"
+#include "base/status_macros.h"
 
 namespace pvdisk::fuse {
 
@@ -32,6 +33,34 @@ absl::Status CheckDiskOptions(const DiskOptions& options,
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<DiskOptions> DiskOptionsFromFlags(
+    const FlagValues& flags, const transport::TransportOptions& transport,
+    const std::vector<DiskSpec>& disks) {
+  DiskOptions options;
+  options.transport = transport;
+  PVDISK_ASSIGN_OR_RETURN(bool backend_thread,
+                          flags.OneOf("backend", "thread", "process"));
+  options.backend =
+      backend_thread ? BackendMode::kThread : BackendMode::kProcess;
+  PVDISK_ASSIGN_OR_RETURN(uint64_t restart_limit,
+                          flags.Number("backend-restart-limit",
+                                       transport::process::kDefaultRestartLimit,
+                                       0, kMaxBackendRestartLimit));
+  options.backend_restart_limit = static_cast<uint32_t>(restart_limit);
+  PVDISK_ASSIGN_OR_RETURN(
+      uint64_t shutdown_timeout,
+      flags.Number("shutdown-timeout", kDefaultShutdownTimeoutSeconds,
+                   kMinShutdownTimeoutSeconds, kMaxShutdownTimeoutSeconds));
+  options.shutdown_timeout_seconds = static_cast<uint32_t>(shutdown_timeout);
+  PVDISK_ASSIGN_OR_RETURN(options.engine,
+                          io::ParseEngineKind(flags.Get("engine", "uring")));
+  DiskOptionFlags given;
+  given.irq = flags.Has("irq");
+  given.backend_restart_limit = flags.Has("backend-restart-limit");
+  PVDISK_RETURN_IF_ERROR(CheckDiskOptions(options, given, disks));
+  return options;
 }
 
 absl::Status CheckDiskSpec(const DiskSpec& spec, uint64_t size_bytes) {

@@ -1,10 +1,13 @@
-// The checks of DiskOptions (fuse/disk.h) against each other and against
-// the disks they serve: pure, so that they are tested without a mount.
+// The checks of DiskOptions (fuse/disk.h), as their flags set them, against
+// each other and against the disks they serve: pure, so that they are
+// tested without a mount.
 #pragma once
 
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "base/flag_values.h"
 #include "fuse/disk.h"
 
 namespace pvdisk::fuse {
@@ -24,6 +27,14 @@ struct DiskOptionFlags {
 absl::Status CheckDiskOptions(const DiskOptions& options,
                               const DiskOptionFlags& given,
                               const std::vector<DiskSpec>& disks);
+
+// The disk options as `flags` set them (--engine, --backend,
+// --backend-restart-limit, --shutdown-timeout, each against its words or
+// range), over `transport` (the transport's flags, already read), checked
+// by CheckDiskOptions against each other and `disks`.
+absl::StatusOr<DiskOptions> DiskOptionsFromFlags(
+    const FlagValues& flags, const transport::TransportOptions& transport,
+    const std::vector<DiskSpec>& disks);
 
 // Whether `spec` fits its image of `size_bytes`: the size it expects
 // (size=) and its eio= range. Refuses, naming the --disk argument

@@ -1,6 +1,9 @@
 #include "fuse/fuse_channel_options.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 
 namespace pvdisk::fuse {
 
@@ -47,6 +50,43 @@ absl::StatusOr<channel::FuseIo> CheckFuseChannelOptions(
     }
   }
   return fuse_io;
+}
+
+absl::StatusOr<FuseChannelRequest> FuseChannelFromFlags(
+    const FlagValues& flags, bool payloads_in_place) {
+  FuseChannelRequest request;
+  FuseChannelOptions& options = request.options;
+  PVDISK_ASSIGN_OR_RETURN(
+      uint64_t fuse_threads,
+      flags.Number("fuse-threads", kDefaultFuseThreads, 1, kMaxFuseThreads));
+  options.classic_threads = static_cast<unsigned>(fuse_threads);
+  PVDISK_ASSIGN_OR_RETURN(options.fuse_io,
+                          channel::ParseFuseIo(flags.Get("fuse-io", "auto")));
+  PVDISK_ASSIGN_OR_RETURN(
+      uint64_t queue_depth,
+      flags.Number("fuse-queue-depth", channel::kDefaultUringQueueDepth, 1,
+                   channel::kMaxUringQueueDepth));
+  options.queue_depth = static_cast<uint32_t>(queue_depth);
+  PVDISK_ASSIGN_OR_RETURN(
+      uint64_t huge_entries,
+      flags.Number("fuse-huge-entries",
+                   std::min(channel::kDefaultHugeEntries, options.queue_depth),
+                   0, channel::kMaxUringQueueDepth));
+  options.huge_entries = static_cast<uint32_t>(huge_entries);
+  PVDISK_ASSIGN_OR_RETURN(options.queue_pin, channel::ParseQueuePin(flags.Get(
+                                                 "fuse-queue-pin", "auto")));
+  PVDISK_ASSIGN_OR_RETURN(options.spread,
+                          flags.OneOf("fuse-spread", "on", "off"));
+  FuseChannelFlags& given = request.given;
+  given.fuse_threads = flags.Has("fuse-threads");
+  given.queue_depth = flags.Has("fuse-queue-depth");
+  given.queue_pin = flags.Has("fuse-queue-pin");
+  given.huge_entries = flags.Has("fuse-huge-entries");
+  given.spread = flags.Has("fuse-spread");
+  PVDISK_ASSIGN_OR_RETURN(
+      options.fuse_io,
+      CheckFuseChannelOptions(options, given, payloads_in_place));
+  return request;
 }
 
 absl::Status CheckFuseSpread(const FuseChannelOptions& options,

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/flag_values.h"
 #include "fuse/channel/channel_options.h"
 #include "transport/transport.h"
 
@@ -40,6 +41,18 @@ struct FuseChannelFlags {
 absl::StatusOr<channel::FuseIo> CheckFuseChannelOptions(
     const FuseChannelOptions& options, const FuseChannelFlags& given,
     bool payloads_in_place);
+
+// The FUSE channel as `flags` set it (--fuse-threads, --fuse-io,
+// --fuse-queue-depth, --fuse-huge-entries, --fuse-queue-pin, --fuse-spread,
+// each against its range or words), checked by CheckFuseChannelOptions:
+// `options.fuse_io` is the channel asked for (auto, uring or classic), and
+// `given` says which of the flags were given (for CheckFuseSpread).
+struct FuseChannelRequest {
+  FuseChannelOptions options;
+  FuseChannelFlags given;
+};
+absl::StatusOr<FuseChannelRequest> FuseChannelFromFlags(const FlagValues& flags,
+                                                        bool payloads_in_place);
 
 // Once the placement is decided: --fuse-spread on (given) needs the inline
 // placement on the uring channel (`options.fuse_io` resolved), where the

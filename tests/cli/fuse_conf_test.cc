@@ -42,5 +42,20 @@ TEST_F(FuseConfTest, OtherTextOnTheLineDoesNotAllow) {
   EXPECT_FALSE(FuseConfAllowsOther(Write("nouser_allow_other\n")));
 }
 
+TEST_F(FuseConfTest, AllowOtherNeedsTheLineUnlessRoot) {
+  const std::string denies = Write("# user_allow_other\n");
+  absl::Status refused = CheckAllowOther(true, /*root=*/false, denies);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused));
+  EXPECT_EQ(refused.message(),
+            "--allow-other needs 'user_allow_other' in " + denies +
+                " when not run as root (ask an administrator to add that "
+                "line), or mount without --allow-other so that only you "
+                "reach the mount");
+  EXPECT_TRUE(CheckAllowOther(true, /*root=*/true, denies).ok());
+  EXPECT_TRUE(CheckAllowOther(false, /*root=*/false, denies).ok());
+  EXPECT_TRUE(
+      CheckAllowOther(true, /*root=*/false, Write("user_allow_other\n")).ok());
+}
+
 }  // namespace
 }  // namespace pvdisk::cli

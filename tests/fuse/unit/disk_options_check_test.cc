@@ -98,3 +98,72 @@ TEST(CheckDiskSpecTest, SizeAndEioRangeFitTheImage) {
 
 }  // namespace
 }  // namespace pvdisk::fuse
+
+namespace pvdisk::fuse {
+namespace {
+
+FlagValues Given(std::map<std::string, std::string, std::less<>> values) {
+  return FlagValues(std::move(values));
+}
+
+std::string FlagErrorOf(std::map<std::string, std::string, std::less<>> values,
+                        const std::vector<DiskSpec>& disks = {}) {
+  absl::StatusOr<DiskOptions> read =
+      DiskOptionsFromFlags(Given(std::move(values)), {}, disks);
+  EXPECT_TRUE(absl::IsInvalidArgument(read.status())) << read.status();
+  return std::string(read.status().message());
+}
+
+TEST(DiskOptionsFromFlagsTest, NoFlagsGiveTheDefaultsOverTheTransport) {
+  transport::TransportOptions transport;
+  transport.queues = 4;
+  absl::StatusOr<DiskOptions> read =
+      DiskOptionsFromFlags(Given({}), transport, {});
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->transport.queues, 4u);
+  EXPECT_EQ(read->engine, io::EngineKind::kUring);
+  EXPECT_EQ(read->backend, BackendMode::kThread);
+  EXPECT_EQ(read->backend_restart_limit,
+            transport::process::kDefaultRestartLimit);
+  EXPECT_EQ(read->shutdown_timeout_seconds, kDefaultShutdownTimeoutSeconds);
+}
+
+TEST(DiskOptionsFromFlagsTest, BackendIsThreadOrProcess) {
+  EXPECT_EQ(FlagErrorOf({{"backend", "fork"}}),
+            "--backend 'fork' is not allowed: use thread or process");
+  absl::StatusOr<DiskOptions> read = DiskOptionsFromFlags(
+      Given({{"backend", "process"}, {"backend-restart-limit", "7"}}), {}, {});
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->backend, BackendMode::kProcess);
+  EXPECT_EQ(read->backend_restart_limit, 7u);
+}
+
+TEST(DiskOptionsFromFlagsTest, RestartLimitAndShutdownTimeoutHaveTheirRanges) {
+  EXPECT_EQ(
+      FlagErrorOf({{"backend", "process"}, {"backend-restart-limit", "1001"}}),
+      "--backend-restart-limit '1001' is not allowed: use a whole number "
+      "from 0 to 1000");
+  EXPECT_EQ(FlagErrorOf({{"shutdown-timeout", "0"}}),
+            "--shutdown-timeout '0' is not allowed: use a whole number from 1 "
+            "to 86400");
+  EXPECT_EQ(FlagErrorOf({{"shutdown-timeout", "86401"}}),
+            "--shutdown-timeout '86401' is not allowed: use a whole number "
+            "from 1 to 86400");
+}
+
+TEST(DiskOptionsFromFlagsTest, AnUnknownEngineIsRefused) {
+  EXPECT_EQ(FlagErrorOf({{"engine", "foo"}}),
+            "unknown engine 'foo'; allowed: uring, sync, null");
+}
+
+TEST(DiskOptionsFromFlagsTest, TheOptionsAreCheckedAgainstEachOther) {
+  // CheckDiskOptions' rules, reached through the flags.
+  EXPECT_EQ(FlagErrorOf({{"backend-restart-limit", "3"}}),
+            "--backend-restart-limit applies to --backend process only");
+  EXPECT_NE(
+      FlagErrorOf({{"engine", "sync"}}, {RbdDisk()}).find("--engine sync"),
+      std::string::npos);
+}
+
+}  // namespace
+}  // namespace pvdisk::fuse

@@ -113,5 +113,91 @@ TEST(CheckFuseSpreadTest, SpreadAskedNeedsTheInlinePlacement) {
           .ok());
 }
 
+TEST(SpreadAppliesTest, OnlyAskedOnUringInlineWithTwoQueuesOrMore) {
+  FuseChannelOptions options = Asked(FuseIo::kUring);
+  options.spread = true;
+  EXPECT_TRUE(SpreadApplies(options, transport::Placement::kInline, 2));
+  EXPECT_FALSE(SpreadApplies(options, transport::Placement::kInline, 1));
+  EXPECT_FALSE(SpreadApplies(options, transport::Placement::kBackendThread, 2));
+  options.fuse_io = FuseIo::kClassic;
+  EXPECT_FALSE(SpreadApplies(options, transport::Placement::kInline, 2));
+  options = Asked(FuseIo::kUring);
+  options.spread = false;
+  EXPECT_FALSE(SpreadApplies(options, transport::Placement::kInline, 2));
+}
+
+FlagValues Given(std::map<std::string, std::string, std::less<>> values) {
+  return FlagValues(std::move(values));
+}
+
+std::string FlagErrorOf(
+    std::map<std::string, std::string, std::less<>> values) {
+  absl::StatusOr<FuseChannelRequest> read =
+      FuseChannelFromFlags(Given(std::move(values)), true);
+  EXPECT_TRUE(absl::IsInvalidArgument(read.status())) << read.status();
+  return std::string(read.status().message());
+}
+
+TEST(FuseChannelFromFlagsTest, NoFlagsGiveTheDefaults) {
+  absl::StatusOr<FuseChannelRequest> read =
+      FuseChannelFromFlags(Given({}), true);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->options.fuse_io, FuseIo::kAuto);
+  EXPECT_EQ(read->options.classic_threads, kDefaultFuseThreads);
+  EXPECT_EQ(read->options.queue_depth, channel::kDefaultUringQueueDepth);
+  EXPECT_EQ(read->options.huge_entries, channel::kDefaultHugeEntries);
+  EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kAuto);
+  EXPECT_TRUE(read->options.spread);
+  EXPECT_FALSE(read->given.spread || read->given.queue_depth ||
+               read->given.fuse_threads || read->given.queue_pin ||
+               read->given.huge_entries);
+}
+
+TEST(FuseChannelFromFlagsTest, NumbersHaveTheirRanges) {
+  EXPECT_EQ(FlagErrorOf({{"fuse-threads", "0"}}),
+            "--fuse-threads '0' is not allowed: use a whole number from 1 to "
+            "64");
+  EXPECT_EQ(FlagErrorOf({{"fuse-threads", "65"}}),
+            "--fuse-threads '65' is not allowed: use a whole number from 1 to "
+            "64");
+  EXPECT_EQ(FlagErrorOf({{"fuse-queue-depth", "0"}}),
+            "--fuse-queue-depth '0' is not allowed: use a whole number from 1 "
+            "to 1024");
+  EXPECT_EQ(FlagErrorOf({{"fuse-huge-entries", "1025"}}),
+            "--fuse-huge-entries '1025' is not allowed: use a whole number "
+            "from 0 to 1024");
+}
+
+TEST(FuseChannelFromFlagsTest, HugeEntriesDefaultToNoMoreThanTheDepth) {
+  absl::StatusOr<FuseChannelRequest> read =
+      FuseChannelFromFlags(Given({{"fuse-queue-depth", "8"}}), true);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->options.queue_depth, 8u);
+  EXPECT_EQ(read->options.huge_entries, 8u);
+  EXPECT_TRUE(read->given.queue_depth);
+}
+
+TEST(FuseChannelFromFlagsTest, WordsAreRefusedOutsideTheirSet) {
+  EXPECT_EQ(FlagErrorOf({{"fuse-io", "fast"}}),
+            "--fuse-io 'fast' is not allowed: use auto, uring or classic");
+  EXPECT_NE(FlagErrorOf({{"fuse-queue-pin", "maybe"}}).find("--fuse-queue-pin"),
+            std::string::npos);
+  EXPECT_EQ(FlagErrorOf({{"fuse-spread", "yes"}}),
+            "--fuse-spread 'yes' is not allowed: use on or off");
+}
+
+TEST(FuseChannelFromFlagsTest, TheFlagsAreCheckedAgainstEachOther) {
+  // CheckFuseChannelOptions' rules, reached through the flags: the
+  // channel --fuse-threads asks for, and a uring flag with classic.
+  absl::StatusOr<FuseChannelRequest> read =
+      FuseChannelFromFlags(Given({{"fuse-threads", "8"}}), true);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->options.fuse_io, FuseIo::kClassic);
+  EXPECT_EQ(read->options.classic_threads, 8u);
+  EXPECT_EQ(FlagErrorOf({{"fuse-io", "classic"}, {"fuse-spread", "on"}}),
+            "--fuse-spread sets the io_uring queues of --fuse-io uring (or "
+            "auto); --fuse-io classic has none (see --fuse-threads)");
+}
+
 }  // namespace
 }  // namespace pvdisk::fuse
