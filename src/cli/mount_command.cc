@@ -226,11 +226,9 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   PVDISK_ASSIGN_OR_RETURN(
       config->options,
       fuse::DiskOptionsFromFlags(flags, transport, config->disks));
-  PVDISK_ASSIGN_OR_RETURN(
-      fuse::FuseChannelRequest channel,
-      fuse::FuseChannelFromFlags(
-          flags, transport.queue.persistent &&
-                     config->options.backend == fuse::BackendMode::kThread));
+  PVDISK_ASSIGN_OR_RETURN(fuse::FuseChannelRequest channel,
+                          fuse::FuseChannelFromFlags(
+                              flags, fuse::PayloadsInPlace(config->options)));
   config->channel = channel.options;
 
   PlacementInput placement;
@@ -298,8 +296,7 @@ int Serve(const MountConfig& config, int ready_fd) {
   fuse::FuseChannelOptions channel = config.channel;
   std::unique_ptr<fuse::channel::PayloadArena> arena;
   if (channel.fuse_io == fuse::channel::FuseIo::kUring &&
-      options.backend == fuse::BackendMode::kThread &&
-      options.transport.queue.persistent) {
+      fuse::PayloadsInPlace(options)) {
     absl::StatusOr<std::unique_ptr<fuse::channel::PayloadArena>> made =
         fuse::channel::PayloadArena::Create(
             fuse::channel::PossibleCpus(), channel.queue_depth,

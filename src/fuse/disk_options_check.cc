@@ -63,6 +63,11 @@ absl::StatusOr<DiskOptions> DiskOptionsFromFlags(
   return options;
 }
 
+bool PayloadsInPlace(const DiskOptions& options) {
+  return options.transport.queue.persistent &&
+         options.backend == BackendMode::kThread;
+}
+
 absl::Status CheckDiskSpec(const DiskSpec& spec, uint64_t size_bytes) {
   if (spec.expected_size && *spec.expected_size != size_bytes) {
     return absl::InvalidArgumentError(

@@ -36,6 +36,11 @@ absl::StatusOr<DiskOptions> DiskOptionsFromFlags(
     const FlagValues& flags, const transport::TransportOptions& transport,
     const std::vector<DiskSpec>& disks);
 
+// Whether the disks' rings can read into and write from the FUSE uring
+// payloads themselves (the payload arena granted to their backends, no
+// copy): with persistent grants and the backend in this process.
+bool PayloadsInPlace(const DiskOptions& options);
+
 // Whether `spec` fits its image of `size_bytes`: the size it expects
 // (size=) and its eio= range. Refuses, naming the --disk argument
 // (spec.arg), what the image has and what was asked.

@@ -165,5 +165,15 @@ TEST(DiskOptionsFromFlagsTest, TheOptionsAreCheckedAgainstEachOther) {
       std::string::npos);
 }
 
+TEST(PayloadsInPlaceTest, NeedPersistentGrantsAndBackendThreads) {
+  DiskOptions options;
+  EXPECT_TRUE(PayloadsInPlace(options));
+  options.transport.queue.persistent = false;
+  EXPECT_FALSE(PayloadsInPlace(options));
+  options.transport.queue.persistent = true;
+  options.backend = BackendMode::kProcess;
+  EXPECT_FALSE(PayloadsInPlace(options));
+}
+
 }  // namespace
 }  // namespace pvdisk::fuse
