@@ -20,6 +20,7 @@
 
 #include "engine_test_util.h"
 #include "gtest/gtest.h"
+#include "io/deadline.h"
 #include "io/engine_factory.h"
 #include "io/io_engine.h"
 #include "temp_dir.h"
@@ -185,7 +186,7 @@ TEST_P(DelayEngineTest, RunWithNothingToWaitForReturns) {
   if (engine_ == nullptr) return;
   // No request, no watched fd: a blocking Run() has nothing that could
   // ever end it, so it returns 0 rather than hang (as the null engine
-  // does), even though the delay engine watches its own timer.
+  // does).
   std::vector<IoCompletion> out;
   EXPECT_EQ(engine_->Run(/*wait=*/true, out), 0);
   EXPECT_TRUE(out.empty());
@@ -217,6 +218,39 @@ TEST_P(DelayEngineTest, ManyRequestsAtFullDepth) {
       EXPECT_EQ(done[i].result, 512);
     }
   }
+}
+
+TEST_P(DelayEngineTest, RunUntilEndsAtItsDeadlineWithoutReleasingEarly) {
+  MakeEngine({kReadDelayUs, kReadDelayUs});
+  if (engine_ == nullptr) return;
+  // Nothing at all to wait for: the wait still lasts until the deadline.
+  std::vector<IoCompletion> out;
+  Clock::time_point start = Clock::now();
+  EXPECT_EQ(engine_->RunUntil(MonotonicNowNs() + 2'000'000, out), 0);
+  EXPECT_GE(Clock::now() - start, microseconds(2000));
+  EXPECT_TRUE(out.empty());
+
+  AlignedBuffer data(512);
+  std::vector<iovec> iov = {{data.data(), data.size()}};
+  const Clock::time_point queued = Clock::now();
+  ASSERT_EQ(engine_->Queue(Rw(IoOp::kRead, 0, iov, 3)), 0);
+  // A deadline before the due time ends the wait with nothing returned.
+  EXPECT_EQ(engine_->RunUntil(MonotonicNowNs() + 5'000'000, out), 0);
+  EXPECT_GE(Clock::now() - queued, microseconds(5000));
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(engine_->inflight(), 1u);
+  // One after it returns the completion once it is due, not later than
+  // needed: the wait ends at the due time, well before the deadline.
+  const int64_t far = MonotonicNowNs() + 60'000'000'000;
+  int got = 0;
+  while (got == 0 && MonotonicNowNs() < far) {
+    got = engine_->RunUntil(far, out);
+  }
+  EXPECT_EQ(got, 1);
+  EXPECT_GE(Clock::now() - queued, microseconds(kReadDelayUs));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].tag, 3u);
+  EXPECT_EQ(engine_->inflight(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, DelayEngineTest,
