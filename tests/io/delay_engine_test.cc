@@ -10,6 +10,7 @@
 #include "io/delay_engine.h"
 
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -254,6 +255,57 @@ TEST_P(DelayEngineTest, RunUntilEndsAtItsDeadlineWithoutReleasingEarly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllEngines, DelayEngineTest,
+                         ::testing::Values(EngineKind::kUring,
+                                           EngineKind::kSync,
+                                           EngineKind::kNull),
+                         KindName);
+
+// RunUntil() of the bare engines, which the delay model sleeps in: with
+// nothing to wait for it sleeps (not spins) until the deadline; with a
+// completion it returns it without waiting for the deadline.
+class RunUntilTest : public EngineFixture,
+                     public ::testing::TestWithParam<EngineKind> {};
+
+// CPU time this thread has used.
+microseconds ThreadCpuTime() {
+  timespec now;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return microseconds(int64_t{now.tv_sec} * 1'000'000 + now.tv_nsec / 1000);
+}
+
+TEST_P(RunUntilTest, SleepsUntilTheDeadlineOrReturnsWhatCompleted) {
+  EngineOptions options;
+  options.kind = GetParam();
+  options.depth = 4;
+  std::string skip_reason;
+  SetUpEngine(options, skip_reason);
+  if (!skip_reason.empty()) GTEST_SKIP() << skip_reason;
+  if (engine_ == nullptr) return;
+  std::vector<IoCompletion> out;
+  const Clock::time_point start = Clock::now();
+  const microseconds cpu_before = ThreadCpuTime();
+  EXPECT_EQ(engine_->RunUntil(MonotonicNowNs() + 20'000'000, out), 0);
+  EXPECT_GE(Clock::now() - start, microseconds(20'000));
+  EXPECT_LT(ThreadCpuTime() - cpu_before, microseconds(10'000))
+      << "the wait spun instead of sleeping";
+  EXPECT_TRUE(out.empty());
+
+  AlignedBuffer data(512);
+  std::vector<iovec> iov = {{data.data(), data.size()}};
+  ASSERT_EQ(engine_->Queue(Rw(IoOp::kRead, 0, iov, 4)), 0);
+  const Clock::time_point queued = Clock::now();
+  int got = 0;
+  while (got == 0 && Clock::now() - queued < std::chrono::seconds(60)) {
+    got = engine_->RunUntil(MonotonicNowNs() + 60'000'000'000, out);
+  }
+  EXPECT_EQ(got, 1);
+  EXPECT_LT(Clock::now() - queued, std::chrono::seconds(30));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].tag, 4u);
+  EXPECT_EQ(out[0].result, 512);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllEngines, RunUntilTest,
                          ::testing::Values(EngineKind::kUring,
                                            EngineKind::kSync,
                                            EngineKind::kNull),
