@@ -11,7 +11,7 @@ import os
 import benchtest
 
 HEAD = ["delay_us", "config", "placement", "iodepth", "iops", "clat_mean_us",
-        "ratio", "verdict"]
+        "ratio", "verdict", "pvdisk_mean_us", "pvdisk_p50_us"]
 
 
 class DelayTest(benchtest.OneRun):
@@ -48,6 +48,9 @@ class DelayTest(benchtest.OneRun):
         for row in self.load()["rows"]:
             self.assertGreaterEqual(row["clat_mean_us"], 1000, row)
             self.assertNotEqual(row["verdict"], "FAIL (below D)", row)
+            # Inside pvdisk too: its latency of the same reads.
+            self.assertGreaterEqual(row["pvdisk_mean_us"], 1000, row)
+            self.assertGreaterEqual(row["pvdisk_p50_us"], 1000, row)
 
     def test_configs_say_where_they_ran(self):
         rows = self.load()["rows"]
