@@ -16,15 +16,11 @@ absl::StatusOr<PlacementFlag> ParsePlacement(std::string_view text) {
 }
 
 std::string FlagAgainstInline(const ParsedArgs& parsed,
-                              const std::vector<fuse::DiskSpec>& disks,
+                              const std::vector<fuse::DiskSpec>& /*disks*/,
                               const transport::TransportOptions& transport,
                               uint32_t cpus) {
   if (parsed.Get("backend", "thread") == "process") {
     return "--backend process";
-  }
-  for (const fuse::DiskSpec& disk : disks) {
-    // A delay's timer wakes only a thread that sleeps in its own Run().
-    if (disk.delay) return absl::StrCat("--disk ", disk.path, ",delay=");
   }
   if (parsed.Has("queues") && transport.queues != cpus) {
     return absl::StrCat("--queues ", transport.queues);

@@ -8,10 +8,10 @@
 // run inline; --poll-us is the queue thread's spin for its I/O's completion
 // at depth below 2. Flags that ask otherwise (--queues N for another N,
 // --queue-map, --backend-threads, --irq thread) make no sense with it and
-// are refused; so is --fuse-io classic,
-// --backend process (the backend is in another process), and disks with a
-// delay= model: its timer wakes only a thread that sleeps in the engine's
-// own Run(). (An rbd: disk's engine watches librbd's eventfd on the ring.)
+// are refused; so is --fuse-io classic and
+// --backend process (the backend is in another process). No --disk option
+// is: an rbd: disk's engine watches librbd's eventfd on the ring, and a
+// delay= model's timer is a timeout on the ring (io/ring_timer.h).
 // backend-thread: today's backend threads, whatever the FUSE channel; the
 // notification experiments use it, since they need two sides.
 // auto (the default): inline where the FUSE channel is uring, no flag
@@ -40,7 +40,8 @@ enum class PlacementFlag { kAuto, kInline, kBackendThread };
 absl::StatusOr<PlacementFlag> ParsePlacement(std::string_view text);
 
 // The first flag of `parsed` that inline cannot honour, as the words of a
-// message ("--queues 4"), or empty. `cpus`: FUSE uring queues.
+// message ("--queues 4"), or empty. `cpus`: FUSE uring queues. `disks`
+// are taken for disk options against inline, of which there are none.
 std::string FlagAgainstInline(const ParsedArgs& parsed,
                               const std::vector<fuse::DiskSpec>& disks,
                               const transport::TransportOptions& transport,

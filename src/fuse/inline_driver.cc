@@ -123,7 +123,8 @@ void InlineDriver::Detach() {
 uint32_t InlineSubmissionEntries(const std::vector<Disk*>& disks) {
   uint32_t entries = 0;
   for (const Disk* disk : disks) {
-    entries += disk->transport_options().queue.ring_size + 1;
+    // Its ring's requests, its kick read and a delay model's timeout.
+    entries += disk->transport_options().queue.ring_size + 2;
   }
   return entries;
 }

@@ -4,20 +4,21 @@
 // turns it on over any engine; on the null engine it models a remote disk
 // (a network store) whose cost is latency, on any machine.
 //
-// No thread per request: held completions wait in a heap ordered by due
-// time, and one timerfd, armed for the earliest, is watched by the inner
-// engine like any wake fd, so the inner engine's Run(wait) is where the
-// backend sleeps until a kick, an inner completion or the next due time.
-// The timer is armed early by how late it has been seen to fire (a halted
-// virtual CPU wakes 60-150 us late here) and the rest is spun, so that a
-// completion is released at its due time, not a wake-up later.
+// No thread, timer or descriptor of its own: held completions wait in a
+// heap ordered by due time, and the earliest due time is an event of the
+// loop that runs the engine. A backend that sleeps in the engine (the
+// backend-thread placement, --backend process) sleeps in the inner
+// engine's RunUntil() with that time as its deadline (ppoll's timeout, or
+// the io_uring wait's); where the thread that drives the engine owns the
+// ring and does the sleeping (the inline placement, io/ring_lender.h), a
+// timeout queued on that ring (io/ring_timer.h) ends its wait.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
-#include "absl/status/statusor.h"
 #include "io/io_engine.h"
+#include "io/ring_lender.h"
 
 namespace pvdisk::io {
 
@@ -42,8 +43,10 @@ inline constexpr uint32_t kMaxDelayUs = 10'000'000;
 // device's latency would. name() is inner's; mode() adds the delay.
 // Destroying the engine drops held completions (their I/O is already done;
 // the backend answers what it held itself) and does not wait for due times.
-// Fails only if no timerfd can be made.
-absl::StatusOr<std::unique_ptr<IoEngine>> WrapWithDelay(
-    std::unique_ptr<IoEngine> inner, CompletionDelay delay, uint32_t depth);
+// `lender`: the ring of the thread that drives the engine, when that thread
+// sleeps on it rather than in the engine's Run (else null).
+std::unique_ptr<IoEngine> WrapWithDelay(std::unique_ptr<IoEngine> inner,
+                                        CompletionDelay delay, uint32_t depth,
+                                        RingLender* lender);
 
 }  // namespace pvdisk::io

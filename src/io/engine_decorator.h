@@ -6,6 +6,7 @@
 // does.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -36,6 +37,9 @@ class EngineDecorator : public IoEngine {
   }
   int Run(bool wait, std::vector<IoCompletion>& out) override {
     return inner_->Run(wait, out);
+  }
+  int RunUntil(int64_t deadline_ns, std::vector<IoCompletion>& out) override {
+    return inner_->RunUntil(deadline_ns, out);
   }
   uint32_t inflight() const override { return inner_->inflight(); }
   void OfferBuffers(std::vector<iovec> buffers) override {

@@ -54,9 +54,8 @@ absl::StatusOr<std::unique_ptr<IoEngine>> WrapEngine(
   // Over the fault decorator, so that its errors take the device's latency
   // too, as a remote disk's would.
   if (options.delay && (options.delay->us > 0 || options.delay->write_us > 0)) {
-    PVDISK_ASSIGN_OR_RETURN(
-        engine,
-        WrapWithDelay(std::move(engine), *options.delay, options.depth));
+    engine = WrapWithDelay(std::move(engine), *options.delay, options.depth,
+                           options.ring_lender);
   }
   // Test only, from the environment (test_fault.h). An engine on a lent
   // ring never fails as a whole: fail= leaves it alone.

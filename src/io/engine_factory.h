@@ -46,7 +46,8 @@ struct EngineOptions {
   std::optional<CompletionDelay> delay;
   // When set, the uring engine queues its I/O on this thread's ring instead
   // of one of its own, and the rbd engine watches librbd's eventfd there
-  // (the inline placement; see io/ring_lender.h). Other engines ignore it.
+  // (the inline placement; see io/ring_lender.h), and the delay model
+  // queues its timer there. Other engines ignore it.
   RingLender* ring_lender = nullptr;
 };
 

@@ -25,6 +25,10 @@ class FailingEngine final : public EngineDecorator {
     if (failed_) return -EIO;
     return inner().Run(wait, out);
   }
+  int RunUntil(int64_t deadline_ns, std::vector<IoCompletion>& out) override {
+    if (failed_) return -EIO;
+    return inner().RunUntil(deadline_ns, out);
+  }
 
  private:
   std::shared_ptr<EngineFailTrigger> trigger_;

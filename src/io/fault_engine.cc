@@ -40,9 +40,23 @@ class FaultEngine final : public EngineDecorator {
   }
 
   int Run(bool wait, std::vector<IoCompletion>& out) override {
-    // Failed requests are completions already available: never block inner
-    // while some are waiting to be returned.
-    int appended = inner().Run(wait && faults_.empty(), out);
+    return WithFaults(inner().Run(wait && faults_.empty(), out), out);
+  }
+  int RunUntil(int64_t deadline_ns, std::vector<IoCompletion>& out) override {
+    return WithFaults(faults_.empty() ? inner().RunUntil(deadline_ns, out)
+                                      : inner().Run(false, out),
+                      out);
+  }
+
+  uint32_t inflight() const override {
+    return inner().inflight() + static_cast<uint32_t>(faults_.size());
+  }
+
+ private:
+  // Appends the failed requests to what inner's Run returned (`appended`).
+  // Failed requests are completions already available, so callers never
+  // let inner block while some are waiting to be returned.
+  int WithFaults(int appended, std::vector<IoCompletion>& out) {
     if (appended < 0 && faults_.empty()) return appended;
     if (appended < 0) appended = 0;
     out.insert(out.end(), faults_.begin(), faults_.end());
@@ -51,11 +65,6 @@ class FaultEngine final : public EngineDecorator {
     return appended;
   }
 
-  uint32_t inflight() const override {
-    return inner().inflight() + static_cast<uint32_t>(faults_.size());
-  }
-
- private:
   bool Overlaps(const IoRequest& request) const {
     if (request.length == 0) return false;
     const uint64_t last = request.offset + std::min(request.length - 1,

@@ -6,6 +6,7 @@
 #include <cerrno>
 
 #include "absl/strings/str_cat.h"
+#include "io/deadline.h"
 #include "io/request_check.h"
 
 namespace pvdisk::io {
@@ -32,26 +33,40 @@ absl::Status ImmediateEngine::WatchWakeFd(int fd, uint64_t tag) {
 }
 
 int ImmediateEngine::Run(bool wait, std::vector<IoCompletion>& out) {
+  return Collect(wait, kNoDeadline, out);
+}
+
+int ImmediateEngine::RunUntil(int64_t deadline_ns,
+                              std::vector<IoCompletion>& out) {
+  return Collect(/*wait=*/true, deadline_ns, out);
+}
+
+int ImmediateEngine::Collect(bool wait, int64_t deadline_ns,
+                             std::vector<IoCompletion>& out) {
   int appended = static_cast<int>(pending_.size());
   out.insert(out.end(), pending_.begin(), pending_.end());
   pending_.clear();
-  if (wake_fds_.empty()) return appended;
+  const bool timed = deadline_ns != kNoDeadline;
+  if (wake_fds_.empty() && !timed) return appended;
 
   // With results to return, only pick up wake-ups that are already there.
   const bool block = wait && appended == 0;
   do {
-    int rc = PollWakeFds(block ? -1 : 0, out);
+    int rc = PollWakeFds(block ? deadline_ns : 0, out);
     if (rc < 0) return appended > 0 ? appended : rc;
     appended += rc;
-  } while (block && appended == 0);
+  } while (block && appended == 0 &&
+           (!timed || MonotonicNowNs() < deadline_ns));
   return appended;
 }
 
-int ImmediateEngine::PollWakeFds(int timeout_ms,
+int ImmediateEngine::PollWakeFds(int64_t deadline_ns,
                                  std::vector<IoCompletion>& out) {
   int ready;
   do {
-    ready = poll(wake_fds_.data(), wake_fds_.size(), timeout_ms);
+    timespec left = TimeLeft(deadline_ns);
+    ready = ppoll(wake_fds_.data(), wake_fds_.size(),
+                  deadline_ns == kNoDeadline ? nullptr : &left, nullptr);
   } while (ready < 0 && errno == EINTR);
   if (ready < 0) return -errno;
 

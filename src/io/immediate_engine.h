@@ -1,6 +1,7 @@
 // Base for engines that finish each request inside Queue() (sync and null):
 // the result waits in a list until the next Run() returns it, and Run(wait)
-// blocks in poll() on the watched eventfds when there is nothing to return.
+// blocks in ppoll() on the watched eventfds when there is nothing to return
+// (RunUntil: with the deadline as ppoll's timeout).
 #pragma once
 
 #include <poll.h>
@@ -23,6 +24,7 @@ class ImmediateEngine : public IoEngine {
   // watched eventfd fires; with nothing to wait for (no eventfd watched)
   // returns 0 at once rather than hang. Without `wait`, never blocks.
   int Run(bool wait, std::vector<IoCompletion>& out) final;
+  int RunUntil(int64_t deadline_ns, std::vector<IoCompletion>& out) final;
   uint32_t inflight() const final {
     return static_cast<uint32_t>(pending_.size());
   }
@@ -35,10 +37,12 @@ class ImmediateEngine : public IoEngine {
   virtual int64_t Perform(const IoRequest& request) = 0;
 
  private:
-  // Polls the watched eventfds for up to `timeout_ms` (-1: no limit) and
-  // appends a wake completion for each one whose counter it read. Returns
-  // how many it appended, or a negative errno.
-  int PollWakeFds(int timeout_ms, std::vector<IoCompletion>& out);
+  // Run() (deadline kNoDeadline) and RunUntil().
+  int Collect(bool wait, int64_t deadline_ns, std::vector<IoCompletion>& out);
+  // Polls the watched eventfds until `deadline_ns` (kNoDeadline: no limit;
+  // 0: just look) and appends a wake completion for each one whose counter
+  // it read. Returns how many it appended, or a negative errno.
+  int PollWakeFds(int64_t deadline_ns, std::vector<IoCompletion>& out);
 
   const uint64_t image_bytes_;
   std::vector<IoCompletion> pending_;

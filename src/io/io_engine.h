@@ -82,6 +82,14 @@ class IoEngine {
   // engine itself failed (not an I/O error: those arrive as completions).
   virtual int Run(bool wait, std::vector<IoCompletion>& out) = 0;
 
+  // As Run(wait=true), but the wait also ends when CLOCK_MONOTONIC reaches
+  // `deadline_ns` (io/deadline.h), with nothing appended if nothing arrived:
+  // the loop's own sleep with a deadline, for a caller that has something
+  // to do at a given time (the delay model's due times). Unlike Run(), it
+  // sleeps until the deadline even when nothing could complete. An engine
+  // on a borrowed ring never sleeps (its owner does) and returns at once.
+  virtual int RunUntil(int64_t deadline_ns, std::vector<IoCompletion>& out) = 0;
+
   // Requests accepted by Queue() whose completion Run() has not returned yet.
   virtual uint32_t inflight() const = 0;
 

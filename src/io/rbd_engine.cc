@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "io/deadline.h"
 #include "io/request_check.h"
 #include "io/ring_lender.h"
 
@@ -133,6 +134,10 @@ class RbdEngine final : public IoEngine, public CqeSink {
     if (lender_ != nullptr) return RunBorrowed(out);
     return Poll(wait, fds_.size(), out);
   }
+  int RunUntil(int64_t deadline_ns, std::vector<IoCompletion>& out) override {
+    if (lender_ != nullptr) return RunBorrowed(out);
+    return Poll(/*wait=*/true, fds_.size(), out, deadline_ns);
+  }
 
  private:
   static constexpr size_t kEventFds = 2;  // fds_[0] image, fds_[1] mailbox
@@ -177,13 +182,20 @@ class RbdEngine final : public IoEngine, public CqeSink {
     }
   }
 
-  // Run() over the first `watch_count` entries of fds_.
-  int Poll(bool wait, size_t watch_count, std::vector<IoCompletion>& out) {
+  // Run() over the first `watch_count` entries of fds_; a wait ends at
+  // `deadline_ns` (kNoDeadline: none).
+  int Poll(bool wait, size_t watch_count, std::vector<IoCompletion>& out,
+           int64_t deadline_ns = kNoDeadline) {
     const size_t before = out.size();
     Collect(out);
     const bool block = wait && out.size() == before;
     int ready;
-    while ((ready = poll(fds_.data(), watch_count, block ? -1 : 0)) < 0) {
+    for (;;) {
+      timespec left = TimeLeft(block ? deadline_ns : 0);
+      ready =
+          ppoll(fds_.data(), watch_count,
+                block && deadline_ns == kNoDeadline ? nullptr : &left, nullptr);
+      if (ready >= 0) break;
       if (errno != EINTR) return -errno;
     }
     if (ready > 0) {

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
+#include "io/deadline.h"
 #include "io/iov_cursor.h"
 #include "io/request_check.h"
 #include "io/ring_lender.h"
@@ -106,7 +107,12 @@ class UringEngine final : public IoEngine, public CqeSink {
 
   int Queue(const IoRequest& request) override;
   absl::Status WatchWakeFd(int fd, uint64_t tag) override;
-  int Run(bool wait, std::vector<IoCompletion>& out) override;
+  int Run(bool wait, std::vector<IoCompletion>& out) override {
+    return RunWith(wait, kNoDeadline, out);
+  }
+  int RunUntil(int64_t deadline_ns, std::vector<IoCompletion>& out) override {
+    return RunWith(/*wait=*/true, deadline_ns, out);
+  }
   uint32_t inflight() const override { return inflight_; }
   void OfferBuffers(std::vector<iovec> buffers) override {
     offered_buffers_ = std::move(buffers);
@@ -134,6 +140,9 @@ class UringEngine final : public IoEngine, public CqeSink {
   int FixedIndex(const Slot& slot, const void* data, size_t bytes);
   // Queues the (rest of the) request in slot `index`. 0 or a negative errno.
   int PrepSlot(uint32_t index);
+  // Run() and RunUntil(): a wait ends at `deadline_ns` (kNoDeadline: only
+  // when something arrives, and not at all when nothing could).
+  int RunWith(bool wait, int64_t deadline_ns, std::vector<IoCompletion>& out);
   // Queues a read on every watched eventfd that has none.
   void ArmWakes();
   // Takes every available CQE and handles it. Returns how many completions
@@ -372,7 +381,8 @@ void UringEngine::ArmWakes() {
   }
 }
 
-int UringEngine::Run(bool wait, std::vector<IoCompletion>& out) {
+int UringEngine::RunWith(bool wait, int64_t deadline_ns,
+                         std::vector<IoCompletion>& out) {
   if (int rc = EnsureRing(); rc < 0) return rc;
   if (borrowed()) {
     // The owner submits and reaps; hand out what it passed on. Never waits.
@@ -381,12 +391,28 @@ int UringEngine::Run(bool wait, std::vector<IoCompletion>& out) {
     lent_completions_.clear();
     return appended;
   }
+  const bool timed = deadline_ns != kNoDeadline;
   int appended = 0;
   for (;;) {
     ArmWakes();
     // With nothing that could ever complete, waiting would hang forever.
-    const bool block = wait && appended == 0 && CanComplete();
-    int rc = io_uring_submit_and_wait(ring_, block ? 1 : 0);
+    bool block = wait && appended == 0 && (timed || CanComplete());
+    int rc;
+    if (block && timed) {
+      // The deadline is the wait's own timeout (IORING_ENTER_EXT_ARG on
+      // kernels that have it): no timer to arm, no extra system call.
+      const timespec left = TimeLeft(deadline_ns);
+      __kernel_timespec timeout = {.tv_sec = left.tv_sec,
+                                   .tv_nsec = left.tv_nsec};
+      io_uring_cqe* cqe = nullptr;
+      rc = left.tv_sec == 0 && left.tv_nsec == 0
+               ? io_uring_submit_and_wait(ring_, 0)
+               : io_uring_submit_and_wait_timeout(ring_, &cqe, 1, &timeout,
+                                                  nullptr);
+      if (rc == -ETIME) rc = 0;
+    } else {
+      rc = io_uring_submit_and_wait(ring_, block ? 1 : 0);
+    }
     // EINTR: a signal; EBUSY/EAGAIN: the kernel wants CQEs reaped (or memory)
     // before it takes more. Reaping below and looping handles all three.
     if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN) {
@@ -394,8 +420,11 @@ int UringEngine::Run(bool wait, std::vector<IoCompletion>& out) {
     }
     appended += Reap(out);
     // A reaped CQE may have been a short transfer or a wake read that had to
-    // be re-armed, reporting nothing: then keep waiting.
-    if (!wait || appended > 0 || !CanComplete()) return appended;
+    // be re-armed, reporting nothing: then keep waiting (until the deadline).
+    if (!wait || appended > 0) return appended;
+    if (timed ? MonotonicNowNs() >= deadline_ns : !CanComplete()) {
+      return appended;
+    }
   }
 }
 

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import docslib  # noqa: E402
 
 COMMANDS = ["create", "mount", "unmount", "stat", "list"]
-BENCH_TOOLS = ["compare", "experiments", "spans"]
+BENCH_TOOLS = ["compare", "delay", "experiments", "spans"]
 
 REFERENCE = os.path.join(docslib.REPO, "docs", "reference.md")
 

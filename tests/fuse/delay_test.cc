@@ -305,6 +305,53 @@ TEST_P(DelayTest, UnmountWithCompletionsHeldFinishesThem) {
   EXPECT_GT(blocks.new_blocks, 0u) << "no held write reached the image";
 }
 
+// The inline placement: the FUSE queue threads drive the disk, and the
+// delay's due times are timeouts on their rings. Over the uring engine
+// (which borrows the same ring) and the sync engine (which does not), held
+// writes and reads verify; no request completes before its delay; nothing
+// stays held.
+class InlineDelayTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(InlineDelayTest, HeldCompletionsVerifyAndNeverComeEarly) {
+  PVDISK_REQUIRE_FUSE_URING();
+  TempDir dir;
+  const std::string image = dir.Path("disk0.img");
+  CreateImage(image, 64 * kMiB);
+  // Writes due after reads queued later: completions leave out of order.
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", image + ",delay=1000,delay-write=3000", "--engine",
+               GetParam(), "--fuse-io", "uring", "--placement", "inline"});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_EQ(stats.config["placement"], "inline");
+  EXPECT_EQ(stats.config["delay_us"], "1000");
+  EXPECT_EQ(stats.config["delay_write_us"], "3000");
+  // Two jobs, each on its own 8 MiB, from whichever CPUs they run on.
+  ExpectFioClean(
+      RunCommand(FioCommand(mount.Path("disk0.img"),
+                            {"--rw=randrw", "--bsrange=4k-128k", "--iodepth=16",
+                             "--verify=crc32c", "--do_verify=1", "--numjobs=2",
+                             "--size=8M", "--offset_increment=8M"}),
+                 std::chrono::seconds(180)));
+
+  // Reads alone: fio sees none complete within the read delay.
+  std::optional<FioReads> reads = RunFio(
+      mount.Path("disk0.img"), {"--rw=randread", "--bs=4k", "--iodepth=8",
+                                "--runtime=1", "--time_based"});
+  ASSERT_TRUE(reads.has_value());
+  EXPECT_GE(reads->min_us, 1000) << "a completion came before its delay";
+  stats = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_GT(stats["reqs_write"], 0u);
+  EXPECT_GT(stats["reqs_read"], 0u);
+  EXPECT_EQ(stats["errors"], 0u);
+  EXPECT_EQ(stats["inflight"], 0u);
+  EXPECT_GE(stats["lat_us_p50"], 1000u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, InlineDelayTest,
+                         ::testing::Values("uring", "sync"),
+                         [](const auto& info) { return info.param; });
+
 INSTANTIATE_TEST_SUITE_P(Frontends, DelayTest,
                          ::testing::ValuesIn(AllFrontends()),
                          [](const auto& info) {

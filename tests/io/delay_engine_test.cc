@@ -10,6 +10,7 @@
 #include "io/delay_engine.h"
 
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 
 #include "engine_test_util.h"
 #include "gtest/gtest.h"
+#include "io/deadline.h"
 #include "io/engine_factory.h"
 #include "io/io_engine.h"
 #include "temp_dir.h"
@@ -185,7 +187,7 @@ TEST_P(DelayEngineTest, RunWithNothingToWaitForReturns) {
   if (engine_ == nullptr) return;
   // No request, no watched fd: a blocking Run() has nothing that could
   // ever end it, so it returns 0 rather than hang (as the null engine
-  // does), even though the delay engine watches its own timer.
+  // does).
   std::vector<IoCompletion> out;
   EXPECT_EQ(engine_->Run(/*wait=*/true, out), 0);
   EXPECT_TRUE(out.empty());
@@ -219,7 +221,99 @@ TEST_P(DelayEngineTest, ManyRequestsAtFullDepth) {
   }
 }
 
+TEST_P(DelayEngineTest, RunUntilEndsAtItsDeadlineWithoutReleasingEarly) {
+  MakeEngine({kReadDelayUs, kReadDelayUs});
+  if (engine_ == nullptr) return;
+  // Nothing at all to wait for: the wait still lasts until the deadline.
+  std::vector<IoCompletion> out;
+  Clock::time_point start = Clock::now();
+  EXPECT_EQ(engine_->RunUntil(MonotonicNowNs() + 2'000'000, out), 0);
+  EXPECT_GE(Clock::now() - start, microseconds(2000));
+  EXPECT_TRUE(out.empty());
+
+  AlignedBuffer data(512);
+  std::vector<iovec> iov = {{data.data(), data.size()}};
+  const int64_t queued_ns = MonotonicNowNs();
+  const Clock::time_point queued = Clock::now();
+  ASSERT_EQ(engine_->Queue(Rw(IoOp::kRead, 0, iov, 3)), 0);
+  // A deadline half a millisecond before the due time ends the wait with
+  // nothing returned, unless the thread came back only after the due time.
+  const int early = engine_->RunUntil(
+      queued_ns + int64_t{kReadDelayUs} * 1000 - 500'000, out);
+  ASSERT_GE(early, 0);
+  if (early > 0) {
+    EXPECT_GE(Clock::now() - queued, microseconds(kReadDelayUs))
+        << "a completion came before its delay";
+  } else {
+    EXPECT_TRUE(out.empty());
+    EXPECT_EQ(engine_->inflight(), 1u);
+  }
+  // One after it returns the completion once it is due, not later than
+  // needed: the wait ends at the due time, well before the deadline.
+  const int64_t far = MonotonicNowNs() + 60'000'000'000;
+  int got = early;
+  while (got == 0 && MonotonicNowNs() < far) {
+    got = engine_->RunUntil(far, out);
+  }
+  EXPECT_EQ(got, 1);
+  EXPECT_GE(Clock::now() - queued, microseconds(kReadDelayUs));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].tag, 3u);
+  EXPECT_EQ(engine_->inflight(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllEngines, DelayEngineTest,
+                         ::testing::Values(EngineKind::kUring,
+                                           EngineKind::kSync,
+                                           EngineKind::kNull),
+                         KindName);
+
+// RunUntil() of the bare engines, which the delay model sleeps in: with
+// nothing to wait for it sleeps (not spins) until the deadline; with a
+// completion it returns it without waiting for the deadline.
+class RunUntilTest : public EngineFixture,
+                     public ::testing::TestWithParam<EngineKind> {};
+
+// CPU time this thread has used.
+microseconds ThreadCpuTime() {
+  timespec now;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return microseconds(int64_t{now.tv_sec} * 1'000'000 + now.tv_nsec / 1000);
+}
+
+TEST_P(RunUntilTest, SleepsUntilTheDeadlineOrReturnsWhatCompleted) {
+  EngineOptions options;
+  options.kind = GetParam();
+  options.depth = 4;
+  std::string skip_reason;
+  SetUpEngine(options, skip_reason);
+  if (!skip_reason.empty()) GTEST_SKIP() << skip_reason;
+  if (engine_ == nullptr) return;
+  std::vector<IoCompletion> out;
+  const Clock::time_point start = Clock::now();
+  const microseconds cpu_before = ThreadCpuTime();
+  EXPECT_EQ(engine_->RunUntil(MonotonicNowNs() + 20'000'000, out), 0);
+  EXPECT_GE(Clock::now() - start, microseconds(20'000));
+  EXPECT_LT(ThreadCpuTime() - cpu_before, microseconds(10'000))
+      << "the wait spun instead of sleeping";
+  EXPECT_TRUE(out.empty());
+
+  AlignedBuffer data(512);
+  std::vector<iovec> iov = {{data.data(), data.size()}};
+  ASSERT_EQ(engine_->Queue(Rw(IoOp::kRead, 0, iov, 4)), 0);
+  const Clock::time_point queued = Clock::now();
+  int got = 0;
+  while (got == 0 && Clock::now() - queued < std::chrono::seconds(60)) {
+    got = engine_->RunUntil(MonotonicNowNs() + 60'000'000'000, out);
+  }
+  EXPECT_EQ(got, 1);
+  EXPECT_LT(Clock::now() - queued, std::chrono::seconds(30));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].tag, 4u);
+  EXPECT_EQ(out[0].result, 512);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllEngines, RunUntilTest,
                          ::testing::Values(EngineKind::kUring,
                                            EngineKind::kSync,
                                            EngineKind::kNull),

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""bench/delay, briefly: D = 1 ms at iodepth 1 and 2 in both queue configs
+and a small capped / uncapped comparison, 1 s per run on a 64 MiB image.
+The table has a row per run with every column, no mean comes in under D
+(the delay is a floor, whatever the load), the placement column says
+where each config ran, and nothing stays mounted. Bad options end in one
+line and status 2."""
+import json
+import os
+
+import benchtest
+
+HEAD = ["delay_us", "config", "placement", "iodepth", "iops", "clat_mean_us",
+        "ratio", "verdict", "pvdisk_mean_us", "pvdisk_p50_us"]
+
+
+class DelayTest(benchtest.OneRun):
+    @classmethod
+    def start(cls, scratch):
+        return scratch.run("delay", "--delays", "1000:2", "--runtime", "1",
+                           "--cap-delay", "1000", "--cap-depth", "16",
+                           "--cap", "8", "--image-size", "64M",
+                           "--out", scratch.out)
+
+    def load(self):
+        with open(os.path.join(self.scratch.out, "delay.json")) as f:
+            return json.load(f)
+
+    def test_table_has_a_row_per_run(self):
+        header = "| " + " | ".join(HEAD) + " |"
+        with open(os.path.join(self.scratch.out, "delay.md")) as f:
+            md = f.read()
+        self.assertIn(header, md)
+        self.assertIn(header, self.result.stdout)
+        self.assertIn("Load average (1/5/15 min) before: ", md)
+        rows = self.load()["rows"]
+        self.assertEqual([(r["config"], r["iodepth"]) for r in rows],
+                         [("one", 1), ("one", 2), ("default", 1),
+                          ("default", 2)])
+        for row in rows:
+            self.assertEqual(row["delay_us"], 1000)
+            self.assertGreater(row["iops"], 0)
+            self.assertAlmostEqual(row["ratio"], row["clat_mean_us"] / 1000)
+            self.assertTrue(row["verdict"] == "pass" or
+                            row["verdict"].startswith("FAIL"), row)
+
+    def test_delay_is_a_floor(self):
+        for row in self.load()["rows"]:
+            self.assertGreaterEqual(row["clat_mean_us"], 1000, row)
+            self.assertNotEqual(row["verdict"], "FAIL (below D)", row)
+            # Inside pvdisk too: its latency of the same reads.
+            self.assertGreaterEqual(row["pvdisk_mean_us"], 1000, row)
+            self.assertGreaterEqual(row["pvdisk_p50_us"], 1000, row)
+
+    def test_configs_say_where_they_ran(self):
+        rows = self.load()["rows"]
+        self.assertEqual({r["placement"] for r in rows if r["config"] == "one"},
+                         {"backend-thread"})
+        default = {r["placement"] for r in rows if r["config"] == "default"}
+        self.assertTrue(default <= {"inline", "backend-thread"}, default)
+
+    def test_cap_comparison(self):
+        cap = self.load()["cap"]
+        self.assertEqual((cap["delay_us"], cap["iodepth"], cap["cap"]),
+                         (1000, 16, 8))
+        self.assertGreater(cap["capped_iops"], 0)
+        self.assertAlmostEqual(cap["ratio"],
+                               cap["uncapped_iops"] / cap["capped_iops"])
+        self.assertIn("Engine cap at D = 1000 us, iodepth 16", self.result.stdout)
+
+
+class BadOptionsTest(benchtest.OneRun):
+    @classmethod
+    def start(cls, scratch):
+        return scratch.run("delay", "--delays", "500:0", "--out", scratch.out)
+
+    def test_finishes_and_cleans_up(self):
+        self.assertEqual(self.result.returncode, 2, self.result.stderr)
+        self.scratch.check_clean(self)
+
+    def test_one_line_naming_the_value(self):
+        lines = self.result.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, self.result.stderr)
+        self.assertIn("'500:0' is not allowed", lines[0])
+        self.assertFalse(os.path.exists(self.scratch.out))
+
+
+if __name__ == "__main__":
+    benchtest.need("fio")
+    benchtest.main()
