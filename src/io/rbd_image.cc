@@ -140,6 +140,13 @@ absl::StatusOr<std::unique_ptr<RbdImage>> RbdImage::Open(const RbdSpec& spec,
                      " bytes; pvdisk serves images of a whole number of "
                      "512-byte sectors (rbd resize)"));
   }
+  uint64_t features = 0;
+  ret = rbd_get_features(image->image_, &features);
+  if (ret < 0) {
+    return absl::InternalError(absl::StrCat(
+        name, ": cannot read the image's features: ", ErrnoText(ret)));
+  }
+  image->exclusive_lock_ = (features & RBD_FEATURE_EXCLUSIVE_LOCK) != 0;
   char id[64] = {};
   if (rbd_get_id(image->image_, id, sizeof(id)) >= 0) image->id_ = id;
 

@@ -45,6 +45,11 @@ class RbdImage {
   bool read_only() const { return read_only_; }
   // librbd's id of the image: stable while the image exists.
   const std::string& id() const { return id_; }
+  // Whether the image has librbd's exclusive-lock feature: then one client
+  // at a time writes, and a client takes the lock from a dead owner only by
+  // blocklisting it at the cluster, so that none of the dead one's writes
+  // lands afterwards.
+  bool exclusive_lock() const { return exclusive_lock_; }
   // The eventfd librbd signals when a completion is ready (non-blocking).
   int event_fd() const { return event_fd_; }
   // What the disk file shows: owned by the serving user, mode 0644 (0444
@@ -82,6 +87,7 @@ class RbdImage {
   int event_fd_ = -1;
   uint64_t size_bytes_ = 0;
   bool read_only_ = false;
+  bool exclusive_lock_ = false;
   std::string id_;
   struct stat attributes_ = {};
   std::mutex drain_mutex_;

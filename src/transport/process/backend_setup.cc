@@ -65,7 +65,7 @@ absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
   setup.backend_threads = static_cast<uint32_t>(threads);
   setup.backend.engine_max_inflight = static_cast<uint32_t>(max_inflight);
   setup.backend.poll_us = static_cast<uint32_t>(poll_us);
-  if (image_files < 1 || image_files > kMaxImageFiles) {
+  if (image_files > kMaxImageFiles) {
     return Malformed("setup");
   }
   setup.image_files = static_cast<uint32_t>(image_files);

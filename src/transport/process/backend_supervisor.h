@@ -62,6 +62,10 @@ struct BackendProcessOptions {
   // them over its socket and does its I/O to these very files, so that
   // renaming, removing or replacing an image's path while the disk is
   // mounted changes nothing. The I/O fence is tested on the first one.
+  // Empty for an image the backend opens itself and that fences a dead
+  // backend's writes on its own (an RBD image with librbd's exclusive lock,
+  // which a successor takes only by blocklisting the dead owner): no file
+  // fence is waited for then.
   std::vector<int> image_fds;
   // Passed to the backend's EngineFactoryMaker (BackendSetup::engine_config).
   std::string engine_config;
