@@ -40,7 +40,7 @@ constexpr int kDaemonSocketFd = 3;
 // as the loops have answered everything (the image goes with the last
 // engine factory, and Image::Release with it), so that the image is free
 // when unmount returns.
-absl::StatusOr<transport::EngineFactory> MakeEngineFactory(
+absl::StatusOr<transport::process::BackendEngines> MakeEngineFactory(
     const transport::process::BackendSetup& setup,
     const std::vector<int>& image_fds) {
   PVDISK_ASSIGN_OR_RETURN(fuse::EngineConfig config,
@@ -61,7 +61,10 @@ absl::StatusOr<transport::EngineFactory> MakeEngineFactory(
         transport::process::HoldFence(image->files()[0], setup.fence_byte));
   }
   // The factory keeps the image open (and locked) for the engines it makes.
-  return fuse::EngineFactoryFor(spec, std::move(image));
+  transport::process::BackendEngines engines;
+  engines.writer = image->writer();
+  engines.factory = fuse::EngineFactoryFor(spec, std::move(image));
+  return engines;
 }
 
 }  // namespace

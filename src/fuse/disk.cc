@@ -158,6 +158,10 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
     process.image_fds = disk->image_->files();
     process.engine_config =
         EncodeEngineConfig(spec, options.engine, disk->image_->identity());
+    process.fence_dead_writer = [image =
+                                     disk->image_](const std::string& writer) {
+      return image->FenceDeadWriter(writer);
+    };
     PVDISK_ASSIGN_OR_RETURN(disk->supervisor_,
                             transport::process::BackendSupervisor::Start(
                                 disk->transport_.get(), process));

@@ -81,6 +81,15 @@ class Image {
   // first file (transport/process/io_fence.h); an RBD image needs librbd's
   // exclusive lock. Otherwise the reason why not, naming the image.
   virtual absl::Status CheckServedElsewhere() const { return absl::OkStatus(); }
+  // How the image's own fence knows this open as a writer (an RBD client's
+  // address); empty where the I/O fence on the files does the fencing.
+  virtual std::string writer() const { return {}; }
+  // Fences off `writer` (writer() of another process's open of this image,
+  // now dead): once this returns OK, none of its writes lands any more.
+  virtual absl::Status FenceDeadWriter(const std::string& writer) {
+    (void)writer;
+    return absl::OkStatus();
+  }
   // Lines of its own for the stats header, after the ones every disk has.
   virtual std::vector<std::pair<std::string, std::string>> Describe() const {
     return {};

@@ -10,6 +10,10 @@
 // the lock only by blocklisting the dead one at the cluster, which is what
 // keeps the dead one's writes from landing after the successor's: hence
 // --backend process needs the exclusive-lock feature (CheckServedElsewhere).
+// librbd breaks a dead owner's lock only once the cluster has noticed the
+// death (its watch times out, 30 s), so the daemon breaks it itself as soon
+// as it has reaped the backend (FenceDeadWriter, with the dead backend's
+// client address, its writer()).
 #pragma once
 
 #include <memory>
@@ -36,6 +40,10 @@ class RbdVolume final : public Image {
   io::EngineKind engine() const override { return io::EngineKind::kRbd; }
   std::vector<int> files() const override { return {}; }
   absl::Status CheckServedElsewhere() const override;
+  std::string writer() const override { return rbd_->client_address(); }
+  absl::Status FenceDeadWriter(const std::string& writer) override {
+    return rbd_->FenceDeadClient(writer);
+  }
   std::vector<std::pair<std::string, std::string>> Describe() const override;
 
   absl::StatusOr<std::unique_ptr<io::IoEngine>> MakeEngine(

@@ -56,9 +56,9 @@ class TestImage {
   std::string name_;
 };
 
-// Both placements: inline (asked for; librbd's eventfd watched on each FUSE
-// queue thread's ring) and backend-thread (the default for rbd: disks; an
-// engine thread polling it).
+// Both placements in the daemon: inline (librbd's eventfd watched on each
+// FUSE queue thread's ring) and backend-thread (an engine thread polling
+// it). --backend process: RbdBackendProcessTest and the engine matrix.
 const std::vector<std::string> kPlacements = {"inline", "backend-thread"};
 
 std::string PlacementTestName(const std::string& placement) {
@@ -172,9 +172,9 @@ INSTANTIATE_TEST_SUITE_P(FrontendsAndPlacements, RbdFrontendTest,
                                   PlacementTestName(std::get<1>(info.param));
                          });
 
-// Without --placement an rbd: disk gets backend threads (it takes inline when
-// asked, above): one engine then collects every librbd completion.
-TEST(RbdPlacementTest, AutoChoosesBackendThread) {
+// Without --placement an rbd: disk is placed like an image file: inline on
+// the uring channel, where it is fastest, backend threads on classic.
+TEST(RbdPlacementTest, AutoChoosesInlineOnTheUringChannel) {
   PVDISK_REQUIRE_FUSE();
   PVDISK_REQUIRE_CLUSTER();
   TestImage image(SharedClusterConf(), "auto", 8 * kMiB);
@@ -182,7 +182,8 @@ TEST(RbdPlacementTest, AutoChoosesBackendThread) {
   Mount mount(dir.MakeDir("mnt"), {"--disk", image.DiskArg()});
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
   DiskStats stats = StatsOf(mount.mountpoint(), image.name());
-  EXPECT_EQ(stats.config["placement"], "backend-thread");
+  EXPECT_EQ(stats.config["placement"],
+            stats.config["fuse_io"] == "uring" ? "inline" : "backend-thread");
   Fd fd = Open(mount.Path(image.name()), O_RDWR);
   ASSERT_TRUE(fd.valid()) << std::strerror(errno);
   const std::string data = PatternBytes(3, 1 * kMiB);
@@ -226,7 +227,9 @@ TEST(RbdBackendThreadsTest, TwoEnginesShareOneImage) {
 // first write. fio writes and then verifies every block while the backend
 // is killed: its successor takes the lock over (librbd blocklists the dead
 // owner) and fio sees no error; afterwards librbd reads back what pvdisk
-// reads.
+// reads. The daemon breaks the dead backend's lock itself: a write after
+// the kill completes well before the cluster would notice the dead
+// client (its watch times out after 30 s).
 TEST(RbdBackendProcessTest, FioVerifiesThroughABackendKill) {
   PVDISK_REQUIRE_FIO();
   PVDISK_REQUIRE_CLUSTER();
@@ -253,7 +256,17 @@ TEST(RbdBackendProcessTest, FioVerifiesThroughABackendKill) {
           return StatsOf(mount.mountpoint(), image.name())["reqs_write"] >= 200;
         },
         std::chrono::seconds(30)));
+    const auto killed_at = std::chrono::steady_clock::now();
     EXPECT_TRUE(KillBackendAndWaitForNew(mount.mountpoint(), image.name()));
+    {
+      // Beyond fio's 8 MiB.
+      Fd fd = Open(mount.Path(image.name()), O_RDWR);
+      ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+      PwriteAll(fd.get(), 12 * kMiB, std::string_view(PatternBytes(9, 4096)));
+      ASSERT_EQ(fdatasync(fd.get()), 0) << std::strerror(errno);
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - killed_at,
+              std::chrono::seconds(15));
     ASSERT_TRUE(fio.Wait(std::chrono::seconds(150))) << "fio did not finish";
     ExpectFioClean(fio.result());
     DiskStats stats = StatsOf(mount.mountpoint(), image.name());

@@ -66,6 +66,10 @@ struct BackendReady {
   std::string engine_mode;
   uint32_t engine_depth = 0;
   bool fixed_buffers = false;
+  // How the image knows this backend as a writer, for fencing it off once
+  // it is dead (BackendProcessOptions::fence_dead_writer): an RBD client's
+  // address; empty for an image of files, which the I/O fence covers.
+  std::string writer;
 };
 
 std::string EncodeReady(const BackendReady& ready);

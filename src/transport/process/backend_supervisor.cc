@@ -365,7 +365,15 @@ void BackendSupervisor::EndBackend() {
 absl::Status BackendSupervisor::WaitForFenceOrStop() {
   // An image without files fences a dead backend's writes itself (RBD:
   // librbd's exclusive lock, see BackendProcessOptions::image_fds).
-  if (options_.image_fds.empty()) return absl::OkStatus();
+  if (options_.image_fds.empty()) {
+    if (!options_.fence_dead_writer) return absl::OkStatus();
+    std::string writer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writer = ready_.writer;
+    }
+    return options_.fence_dead_writer(writer);
+  }
   auto deadline = std::chrono::steady_clock::now() + kFenceTimeout;
   for (;;) {
     absl::Status fenced =
