@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,12 @@ struct Combination {
     return kInlineRefusesDelay && delay && placement == "inline";
   }
 };
+
+// How gtest (and ctest's test names) show a combination.
+void PrintTo(const Combination& c, std::ostream* os) {
+  *os << c.engine << (c.delay ? "+delay" : "") << " " << c.placement << " "
+      << c.fuse_io;
+}
 
 // Every combination of the engines `engines`, in the order the test runs
 // them: one mount shape (placement and channel) after another.
