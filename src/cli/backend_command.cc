@@ -1,9 +1,12 @@
 // `pvdisk __backend LABEL`: the backend process of one disk, started by the
 // daemon with --backend process (see transport/process/backend_supervisor.h),
 // never by hand. Its socket to the daemon is descriptor 3. It opens no image
-// by name: the daemon sends its open image file(s) with the setup, and this
-// process opens each again through /proc/self/fd, which yields the same
-// inode whatever became of the path since the daemon opened it.
+// file by name: the daemon sends its open image file(s) with the setup, and
+// this process opens each again through /proc/self/fd, which yields the same
+// inode whatever became of the path since the daemon opened it. An RBD image
+// has no files: this process connects to its cluster and opens it by name,
+// from the spec as the daemon resolved it, and checks it is the image the
+// daemon opened (its librbd id).
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,7 +40,7 @@ constexpr int kDaemonSocketFd = 3;
 // as the loops have answered everything (the image goes with the last
 // engine factory, and Image::Release with it), so that the image is free
 // when unmount returns.
-absl::StatusOr<transport::EngineFactory> MakeEngineFactory(
+absl::StatusOr<transport::process::BackendEngines> MakeEngineFactory(
     const transport::process::BackendSetup& setup,
     const std::vector<int>& image_fds) {
   PVDISK_ASSIGN_OR_RETURN(fuse::EngineConfig config,
@@ -45,15 +48,23 @@ absl::StatusOr<transport::EngineFactory> MakeEngineFactory(
   // The options of the --disk argument; its path only names the image in
   // messages.
   PVDISK_ASSIGN_OR_RETURN(fuse::DiskSpec spec, ParseDiskArg(config.disk_arg));
+  if (config.rbd) spec.rbd = config.rbd;
   PVDISK_ASSIGN_OR_RETURN(
       std::shared_ptr<image::Image> image,
-      image::OpenImageFromFiles(fuse::ImageSpecOf(spec, config.engine),
-                                image_fds));
+      image::OpenSameImage(fuse::ImageSpecOf(spec, config.engine), image_fds,
+                           config.identity));
   // Held by this open of the image's first file until its last I/O is done.
-  PVDISK_RETURN_IF_ERROR(
-      transport::process::HoldFence(image->files()[0], setup.fence_byte));
+  // An RBD image has none: librbd's exclusive lock fences it (see
+  // image/rbd_volume.h).
+  if (!image->files().empty()) {
+    PVDISK_RETURN_IF_ERROR(
+        transport::process::HoldFence(image->files()[0], setup.fence_byte));
+  }
   // The factory keeps the image open (and locked) for the engines it makes.
-  return fuse::EngineFactoryFor(spec, std::move(image));
+  transport::process::BackendEngines engines;
+  engines.writer = image->writer();
+  engines.factory = fuse::EngineFactoryFor(spec, std::move(image));
+  return engines;
 }
 
 }  // namespace

@@ -244,8 +244,6 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   placement.cpus = fuse::channel::PossibleCpus();
   placement.against_inline =
       FlagAgainstInline(parsed, config->disks, transport, placement.cpus);
-  placement.auto_prefers_backend_thread =
-      AutoPrefersBackendThread(config->disks);
   placement.transport = transport;
   placement.uring_engine = config->options.engine == io::EngineKind::kUring;
   placement.disks = static_cast<uint32_t>(config->disks.size());

@@ -40,13 +40,6 @@ std::string FlagAgainstInline(const ParsedArgs& parsed,
   return "";
 }
 
-bool AutoPrefersBackendThread(const std::vector<fuse::DiskSpec>& disks) {
-  for (const fuse::DiskSpec& disk : disks) {
-    if (disk.rbd) return true;
-  }
-  return false;
-}
-
 transport::TransportOptions InlineTransport(
     const transport::TransportOptions& transport, uint32_t cpus) {
   transport::TransportOptions result = transport;
@@ -67,8 +60,7 @@ absl::StatusOr<transport::TransportOptions> DecidePlacement(
       break;
     case PlacementFlag::kAuto:
       want_inline = input.fuse_io == fuse::channel::FuseIo::kUring &&
-                    input.against_inline.empty() &&
-                    !input.auto_prefers_backend_thread;
+                    input.against_inline.empty();
       break;
     case PlacementFlag::kInline:
       if (input.fuse_io_asked == fuse::channel::FuseIo::kClassic) {

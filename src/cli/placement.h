@@ -14,12 +14,11 @@
 // delay= model's timer is a timeout on the ring (io/ring_timer.h).
 // backend-thread: today's backend threads, whatever the FUSE channel; the
 // notification experiments use it, since they need two sides.
-// auto (the default): inline where the FUSE channel is uring, no flag
-// asks for something inline cannot do and no disk is rbd:; backend-thread
-// otherwise. rbd: disks measured the same in both placements
-// (measured 2026-12-02), and with one
-// backend thread a single engine collects every completion, where inline
-// engines hand each other theirs through mailboxes.
+// auto (the default): inline where the FUSE channel is uring and no flag
+// asks for something inline cannot do; backend-thread otherwise. rbd: disks
+// included: inline serves them as fast or faster than backend threads on
+// every job of bench/compare --rbd
+// (docs/perf/rbd-placements-2026-12-05.md).
 #pragma once
 
 #include <cstdint>
@@ -47,10 +46,6 @@ std::string FlagAgainstInline(const ParsedArgs& parsed,
                               const transport::TransportOptions& transport,
                               uint32_t cpus);
 
-// Whether `disks` keep auto on backend-thread although inline could serve
-// them (rbd: disks; see above).
-bool AutoPrefersBackendThread(const std::vector<fuse::DiskSpec>& disks);
-
 // `transport` (as the flags set it) changed for the inline placement with
 // `cpus` FUSE queues.
 transport::TransportOptions InlineTransport(
@@ -66,8 +61,6 @@ struct PlacementInput {
   fuse::channel::FuseIo fuse_io = fuse::channel::FuseIo::kClassic;
   // The first flag inline cannot honour (FlagAgainstInline), or empty.
   std::string against_inline;
-  // Whether a disk keeps auto on backend threads (AutoPrefersBackendThread).
-  bool auto_prefers_backend_thread = false;
   // The transport as the flags set it: what the backend-thread placement
   // runs with.
   transport::TransportOptions transport;

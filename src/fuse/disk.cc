@@ -9,6 +9,7 @@
 #include "base/size.h"
 #include "base/status_macros.h"
 #include "image/open_image.h"
+#include "transport/process/wire.h"
 
 namespace pvdisk::fuse {
 namespace {
@@ -61,21 +62,44 @@ transport::EngineFactory EngineFactoryFor(const DiskSpec& spec,
   };
 }
 
-std::string EncodeEngineConfig(const DiskSpec& spec, io::EngineKind kind) {
-  std::string_view engine = io::EngineKindName(kind);
-  return absl::StrCat(absl::string_view(engine.data(), engine.size()), "\n",
-                      spec.arg);
+std::string EncodeEngineConfig(const DiskSpec& spec, io::EngineKind kind,
+                               const std::string& identity) {
+  transport::process::WireWriter out;
+  out.PutString(io::EngineKindName(kind));
+  out.PutString(spec.arg);
+  out.PutString(identity);
+  out.PutU64(spec.rbd ? 1 : 0);
+  if (spec.rbd) {
+    out.PutString(spec.rbd->pool);
+    out.PutString(spec.rbd->image);
+    out.PutString(spec.rbd->conf);
+    out.PutString(spec.rbd->id);
+    out.PutU64(spec.rbd->timeout_seconds);
+  }
+  return out.data();
 }
 
 absl::StatusOr<EngineConfig> DecodeEngineConfig(std::string_view config) {
-  size_t newline = config.find('\n');
-  if (newline == std::string_view::npos) {
+  transport::process::WireReader in(config);
+  EngineConfig decoded;
+  std::string engine;
+  uint64_t has_rbd = 0;
+  if (!in.GetString(&engine) || !in.GetString(&decoded.disk_arg) ||
+      !in.GetString(&decoded.identity) || !in.GetU64(&has_rbd)) {
     return absl::InvalidArgumentError("malformed engine configuration");
   }
-  EngineConfig decoded;
-  PVDISK_ASSIGN_OR_RETURN(decoded.engine,
-                          io::ParseEngineKind(config.substr(0, newline)));
-  decoded.disk_arg = std::string(config.substr(newline + 1));
+  PVDISK_ASSIGN_OR_RETURN(decoded.engine, io::ParseEngineKind(engine));
+  if (has_rbd != 0) {
+    io::RbdSpec& rbd = decoded.rbd.emplace();
+    uint64_t timeout = 0;
+    if (!in.GetString(&rbd.pool) || !in.GetString(&rbd.image) ||
+        !in.GetString(&rbd.conf) || !in.GetString(&rbd.id) ||
+        !in.GetU64(&timeout) || timeout == 0 ||
+        timeout > io::kMaxRbdTimeoutSeconds) {
+      return absl::InvalidArgumentError("malformed engine configuration");
+    }
+    rbd.timeout_seconds = static_cast<uint32_t>(timeout);
+  }
   return decoded;
 }
 
@@ -90,11 +114,12 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
   PVDISK_ASSIGN_OR_RETURN(disk->image_,
                           image::OpenImage(ImageSpecOf(spec, options.engine)));
   disk->options_.engine = disk->image_->engine();
-  if (in_process && disk->image_->files().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--disk ", spec.path,
-        ": --backend process serves images made of files, which it sends "
-        "to its backend; use --backend thread for this one"));
+  if (in_process) {
+    if (absl::Status fenced = disk->image_->CheckServedElsewhere();
+        !fenced.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--disk ", spec.path, ": ", fenced.message()));
+    }
   }
   const std::string serial =
       SerialOf(disk->image_->name(), disk->image_->identity(),
@@ -126,10 +151,17 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
     process.label = spec.path;
     process.restart_limit = options.backend_restart_limit;
     process.keep_stderr = options.backend_keeps_stderr;
-    // The backend gets the image as this open of it, never as a path: the
-    // path may name another file, or none, by the time a backend restarts.
+    // The backend gets an image of files as this open of it, never as a
+    // path: the path may name another file, or none, by the time a backend
+    // restarts. An RBD image has no files: the backend opens it by name and
+    // checks its id (image::OpenSameImage).
     process.image_fds = disk->image_->files();
-    process.engine_config = EncodeEngineConfig(spec, options.engine);
+    process.engine_config =
+        EncodeEngineConfig(spec, options.engine, disk->image_->identity());
+    process.fence_dead_writer = [image =
+                                     disk->image_](const std::string& writer) {
+      return image->FenceDeadWriter(writer);
+    };
     PVDISK_ASSIGN_OR_RETURN(disk->supervisor_,
                             transport::process::BackendSupervisor::Start(
                                 disk->transport_.get(), process));

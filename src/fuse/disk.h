@@ -89,12 +89,18 @@ transport::EngineFactory EngineFactoryFor(const DiskSpec& spec,
 
 // What a backend process gets in BackendSetup::engine_config: the --disk
 // argument as given (for its options; its path only names the image in
-// messages, the image itself goes as a descriptor) and the --engine, to be
-// read back by DecodeEngineConfig.
-std::string EncodeEngineConfig(const DiskSpec& spec, io::EngineKind kind);
+// messages, an image of files itself goes as descriptors), the --engine,
+// and for an RBD image, which the backend opens itself, the spec as the
+// daemon resolved it (conf= made absolute) and the image's identity (its
+// librbd id, checked by image::OpenSameImage). Read back by
+// DecodeEngineConfig.
+std::string EncodeEngineConfig(const DiskSpec& spec, io::EngineKind kind,
+                               const std::string& identity);
 struct EngineConfig {
   std::string disk_arg;
   io::EngineKind engine = io::EngineKind::kUring;
+  std::optional<io::RbdSpec> rbd;
+  std::string identity;
 };
 absl::StatusOr<EngineConfig> DecodeEngineConfig(std::string_view config);
 

@@ -75,6 +75,21 @@ class Image {
   // stacks them (top first); empty for an image without local files (RBD).
   // Owned by the image and open while it lives.
   virtual std::vector<int> files() const = 0;
+  // Whether a backend process may serve the image besides its opener (and a
+  // new one after a crash): OK when a dead backend's writes are fenced off
+  // before its successor's. An image of files has the I/O fence on its
+  // first file (transport/process/io_fence.h); an RBD image needs librbd's
+  // exclusive lock. Otherwise the reason why not, naming the image.
+  virtual absl::Status CheckServedElsewhere() const { return absl::OkStatus(); }
+  // How the image's own fence knows this open as a writer (an RBD client's
+  // address); empty where the I/O fence on the files does the fencing.
+  virtual std::string writer() const { return {}; }
+  // Fences off `writer` (writer() of another process's open of this image,
+  // now dead): once this returns OK, none of its writes lands any more.
+  virtual absl::Status FenceDeadWriter(const std::string& writer) {
+    (void)writer;
+    return absl::OkStatus();
+  }
   // Lines of its own for the stats header, after the ones every disk has.
   virtual std::vector<std::pair<std::string, std::string>> Describe() const {
     return {};

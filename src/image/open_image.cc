@@ -76,4 +76,23 @@ absl::StatusOr<std::shared_ptr<Image>> OpenImageFromFiles(
   return FromOpenFiles(spec, std::move(files), LockHow::kJoin);
 }
 
+absl::StatusOr<std::shared_ptr<Image>> OpenSameImage(
+    const ImageSpec& spec, const std::vector<int>& fds,
+    const std::string& identity) {
+  if (!spec.rbd) return OpenImageFromFiles(spec, fds);
+  if (!fds.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.rbd->Name(),
+                     " is an RBD image: it has no files, not ", fds.size()));
+  }
+  PVDISK_ASSIGN_OR_RETURN(std::shared_ptr<Image> image, OpenImage(spec));
+  if (image->identity() != identity) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        spec.rbd->Name(), " is no longer the image the mount opened (image id ",
+        identity, ", now ", image->identity(),
+        "): it was removed and created again"));
+  }
+  return image;
+}
+
 }  // namespace pvdisk::image

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,5 +28,16 @@ absl::StatusOr<std::shared_ptr<Image>> OpenImage(const ImageSpec& spec);
 // be opened so.
 absl::StatusOr<std::shared_ptr<Image>> OpenImageFromFiles(
     const ImageSpec& spec, const std::vector<int>& fds);
+
+// A backend process's open of the image another process opened as `spec`,
+// with Image::identity() `identity`: an image of files from `fds` (its
+// opener's descriptors, OpenImageFromFiles); an RBD image, which has no
+// files, by its name from spec.rbd (as the opener resolved it), checked to
+// be the same image: an RBD image removed and created again under its name
+// has another id, and is refused. An RBD image's writers share it through
+// librbd's exclusive lock (see RbdVolume).
+absl::StatusOr<std::shared_ptr<Image>> OpenSameImage(
+    const ImageSpec& spec, const std::vector<int>& fds,
+    const std::string& identity);
 
 }  // namespace pvdisk::image

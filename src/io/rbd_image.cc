@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -140,6 +141,18 @@ absl::StatusOr<std::unique_ptr<RbdImage>> RbdImage::Open(const RbdSpec& spec,
                      " bytes; pvdisk serves images of a whole number of "
                      "512-byte sectors (rbd resize)"));
   }
+  uint64_t features = 0;
+  ret = rbd_get_features(image->image_, &features);
+  if (ret < 0) {
+    return absl::InternalError(absl::StrCat(
+        name, ": cannot read the image's features: ", ErrnoText(ret)));
+  }
+  image->exclusive_lock_ = (features & RBD_FEATURE_EXCLUSIVE_LOCK) != 0;
+  char* address = nullptr;
+  if (rados_getaddrs(image->cluster_, &address) == 0 && address != nullptr) {
+    image->client_address_ = address;
+    free(address);
+  }
   char id[64] = {};
   if (rbd_get_id(image->image_, id, sizeof(id)) >= 0) image->id_ = id;
 
@@ -203,6 +216,33 @@ bool RbdImage::CloseWithin(uint32_t seconds) {
   }
   rbd_aio_release(completion);
   return true;
+}
+
+absl::Status RbdImage::FenceDeadClient(const std::string& address) {
+  if (address.empty()) return absl::OkStatus();
+  rbd_lock_mode_t mode;
+  char* owners[4] = {};
+  size_t count = 4;
+  int ret = rbd_lock_get_owners(image_, &mode, owners, &count);
+  if (ret == -ENOENT) return absl::OkStatus();  // nobody holds the lock
+  if (ret < 0) {
+    return absl::UnavailableError(absl::StrCat(
+        spec_.Name(),
+        ": cannot read the exclusive lock's owner: ", ErrnoText(ret)));
+  }
+  bool owns = false;
+  for (size_t i = 0; i < count; ++i) owns = owns || address == owners[i];
+  rbd_lock_get_owners_cleanup(owners, count);
+  if (!owns) return absl::OkStatus();
+  ret = rbd_lock_break(image_, RBD_LOCK_MODE_EXCLUSIVE, address.c_str());
+  // -ENOENT: the lock went meanwhile (broken by the dead client's
+  // successor, which blocklisted it just the same).
+  if (ret < 0 && ret != -ENOENT) {
+    return absl::UnavailableError(
+        absl::StrCat(spec_.Name(), ": cannot break the exclusive lock of ",
+                     address, ": ", ErrnoText(ret)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RbdImage::Flush() {

@@ -45,6 +45,21 @@ class RbdImage {
   bool read_only() const { return read_only_; }
   // librbd's id of the image: stable while the image exists.
   const std::string& id() const { return id_; }
+  // Whether the image has librbd's exclusive-lock feature: then one client
+  // at a time writes, and a client takes the lock from a dead owner only by
+  // blocklisting it at the cluster, so that none of the dead one's writes
+  // lands afterwards.
+  bool exclusive_lock() const { return exclusive_lock_; }
+  // This client's address at the cluster (rados_getaddrs): what names it as
+  // the exclusive lock's owner. Empty if librados did not tell.
+  const std::string& client_address() const { return client_address_; }
+  // Fences off the client at `address` (another process's open of this
+  // image, now dead): if it owns the exclusive lock, breaks the lock, which
+  // blocklists it at the cluster, so that none of its writes lands after
+  // this returns. A client that does not own the lock has no write in
+  // flight (librbd gives the lock up only once its writes are done): OK
+  // then too. Bounded by the timeout.
+  absl::Status FenceDeadClient(const std::string& address);
   // The eventfd librbd signals when a completion is ready (non-blocking).
   int event_fd() const { return event_fd_; }
   // What the disk file shows: owned by the serving user, mode 0644 (0444
@@ -82,6 +97,8 @@ class RbdImage {
   int event_fd_ = -1;
   uint64_t size_bytes_ = 0;
   bool read_only_ = false;
+  bool exclusive_lock_ = false;
+  std::string client_address_;
   std::string id_;
   struct stat attributes_ = {};
   std::mutex drain_mutex_;

@@ -53,10 +53,7 @@ TEST(DecidePlacementTest, AutoKeepsBackendThreadsAsTheFlagsSetThem) {
   PlacementInput against =
       Input(PlacementFlag::kAuto, FuseIo::kAuto, FuseIo::kUring);
   against.against_inline = "--queues 2";
-  PlacementInput rbd =
-      Input(PlacementFlag::kAuto, FuseIo::kAuto, FuseIo::kUring);
-  rbd.auto_prefers_backend_thread = true;
-  for (const PlacementInput& input : {classic, against, rbd}) {
+  for (const PlacementInput& input : {classic, against}) {
     absl::StatusOr<transport::TransportOptions> decided =
         DecidePlacement(input);
     ASSERT_TRUE(decided.ok()) << decided.status();

@@ -96,6 +96,13 @@ void CreateRbdImage(const std::string& conf, const std::string& name,
   ASSERT_EQ(create.exit_code, 0) << create.Describe();
 }
 
+CommandResult RunRbd(const std::string& conf,
+                     const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"rbd", "-c", conf};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, std::chrono::seconds(60));
+}
+
 void RemoveRbdImage(const std::string& conf, const std::string& name) {
   RunCommand({"rbd", "-c", conf, "--rados-osd-op-timeout", "10", "rm",
               "--no-progress", "rbd/" + name},

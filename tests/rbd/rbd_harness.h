@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "fuse_harness.h"
 
 namespace pvdisk::rbd_testing {
 
@@ -46,6 +49,9 @@ std::string UniqueImageName(const std::string& prefix);
 // on error.
 void CreateRbdImage(const std::string& conf, const std::string& name,
                     uint64_t size_bytes);
+// `rbd -c CONF ARGS...`, bounded to a minute.
+fuse_testing::CommandResult RunRbd(const std::string& conf,
+                                   const std::vector<std::string>& args);
 // `rbd rm rbd/NAME` (errors ignored: the image may be gone with its cluster).
 void RemoveRbdImage(const std::string& conf, const std::string& name);
 // The image's bytes through `rbd export`; nullopt (and a test failure) on

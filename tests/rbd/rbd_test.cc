@@ -4,6 +4,7 @@
 // export`), not through pvdisk.
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backend_process_util.h"
 #include "fuse_harness.h"
 #include "gtest/gtest.h"
 #include "rbd_harness.h"
@@ -54,9 +56,9 @@ class TestImage {
   std::string name_;
 };
 
-// Both placements: inline (asked for; librbd's eventfd watched on each FUSE
-// queue thread's ring) and backend-thread (the default for rbd: disks; an
-// engine thread polling it).
+// Both placements in the daemon: inline (librbd's eventfd watched on each
+// FUSE queue thread's ring) and backend-thread (an engine thread polling
+// it). --backend process: RbdBackendProcessTest and the engine matrix.
 const std::vector<std::string> kPlacements = {"inline", "backend-thread"};
 
 std::string PlacementTestName(const std::string& placement) {
@@ -170,9 +172,9 @@ INSTANTIATE_TEST_SUITE_P(FrontendsAndPlacements, RbdFrontendTest,
                                   PlacementTestName(std::get<1>(info.param));
                          });
 
-// Without --placement an rbd: disk gets backend threads (it takes inline when
-// asked, above): one engine then collects every librbd completion.
-TEST(RbdPlacementTest, AutoChoosesBackendThread) {
+// Without --placement an rbd: disk is placed like an image file: inline on
+// the uring channel, where it is fastest, backend threads on classic.
+TEST(RbdPlacementTest, AutoChoosesInlineOnTheUringChannel) {
   PVDISK_REQUIRE_FUSE();
   PVDISK_REQUIRE_CLUSTER();
   TestImage image(SharedClusterConf(), "auto", 8 * kMiB);
@@ -180,7 +182,8 @@ TEST(RbdPlacementTest, AutoChoosesBackendThread) {
   Mount mount(dir.MakeDir("mnt"), {"--disk", image.DiskArg()});
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
   DiskStats stats = StatsOf(mount.mountpoint(), image.name());
-  EXPECT_EQ(stats.config["placement"], "backend-thread");
+  EXPECT_EQ(stats.config["placement"],
+            stats.config["fuse_io"] == "uring" ? "inline" : "backend-thread");
   Fd fd = Open(mount.Path(image.name()), O_RDWR);
   ASSERT_TRUE(fd.valid()) << std::strerror(errno);
   const std::string data = PatternBytes(3, 1 * kMiB);
@@ -217,6 +220,144 @@ TEST(RbdBackendThreadsTest, TwoEnginesShareOneImage) {
   EXPECT_EQ(stats["inflight"], 0u);
   EXPECT_EQ(stats["errors"], 0u);
   EXPECT_EQ(mount.Unmount().exit_code, 0);
+}
+
+// --backend process: the backend process opens the RBD image itself (by
+// name, checked by image id) and takes librbd's exclusive lock with its
+// first write. fio writes and then verifies every block while the backend
+// is killed: its successor takes the lock over (librbd blocklists the dead
+// owner) and fio sees no error; afterwards librbd reads back what pvdisk
+// reads. The daemon breaks the dead backend's lock itself: a write after
+// the kill completes well before the cluster would notice the dead
+// client (its watch times out after 30 s).
+TEST(RbdBackendProcessTest, FioVerifiesThroughABackendKill) {
+  PVDISK_REQUIRE_FIO();
+  PVDISK_REQUIRE_CLUSTER();
+  const uint64_t size = 16 * kMiB;
+  TestImage image(SharedClusterConf(), "process", size);
+  std::string read_back;
+  {
+    TempDir dir;
+    Mount mount(dir.MakeDir("mnt"),
+                {"--disk", image.DiskArg(), "--backend", "process"},
+                std::chrono::seconds(150));
+    ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+    DiskStats before = StatsOf(mount.mountpoint(), image.name());
+    EXPECT_EQ(before.config["engine"], "rbd");
+    EXPECT_EQ(before.config["placement"], "backend-process");
+    // 2048 writes of 4 KiB at 400 per second, then as many verifying reads.
+    BackgroundProcess fio(
+        FioCommand(mount.Path(image.name()),
+                   {"--rw=randwrite", "--bs=4k", "--size=8M", "--iodepth=8",
+                    "--rate_iops=400", "--verify=crc32c", "--do_verify=1"}));
+    ASSERT_TRUE(fio.started());
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          return StatsOf(mount.mountpoint(), image.name())["reqs_write"] >= 200;
+        },
+        std::chrono::seconds(30)));
+    const auto killed_at = std::chrono::steady_clock::now();
+    EXPECT_TRUE(KillBackendAndWaitForNew(mount.mountpoint(), image.name()));
+    {
+      // Beyond fio's 8 MiB.
+      Fd fd = Open(mount.Path(image.name()), O_RDWR);
+      ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+      PwriteAll(fd.get(), 12 * kMiB, std::string_view(PatternBytes(9, 4096)));
+      ASSERT_EQ(fdatasync(fd.get()), 0) << std::strerror(errno);
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - killed_at,
+              std::chrono::seconds(15));
+    ASSERT_TRUE(fio.Wait(std::chrono::seconds(150))) << "fio did not finish";
+    ExpectFioClean(fio.result());
+    DiskStats stats = StatsOf(mount.mountpoint(), image.name());
+    EXPECT_EQ(stats["backend_restarts"], 1u);
+    EXPECT_EQ(stats["errors"], 0u);
+    Fd fd = Open(mount.Path(image.name()), O_RDONLY);
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    read_back = PreadAll(fd.get(), 0, size);
+    fd.Close();
+    EXPECT_EQ(mount.Unmount().exit_code, 0);
+  }
+  std::optional<std::string> exported =
+      ExportRbdImage(SharedClusterConf(), image.name());
+  ASSERT_TRUE(exported.has_value());
+  EXPECT_EQ(FirstDifference(read_back, *exported), "");
+}
+
+// A restarted backend serves the image the mount opened or none: with the
+// image renamed away and another one created under its name, the new
+// backend finds another image id and refuses it; the disk fails (EIO)
+// rather than write to the other image, which stays untouched.
+TEST(RbdBackendProcessTest, ARestartedBackendRefusesAnotherImageOfTheName) {
+  PVDISK_REQUIRE_FUSE();
+  PVDISK_REQUIRE_CLUSTER();
+  const std::string conf = SharedClusterConf();
+  TestImage image(conf, "renamed", 8 * kMiB);
+  const std::string moved = image.name() + "-moved";
+  TempDir dir;
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", image.DiskArg(), "--backend", "process",
+               "--backend-restart-limit", "1"},
+              std::chrono::seconds(150));
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  Fd fd = Open(mount.Path(image.name()), O_RDWR);
+  ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+  PwriteAll(fd.get(), 0, std::string_view(PatternBytes(5, 1 * kMiB)));
+  ASSERT_EQ(fdatasync(fd.get()), 0) << std::strerror(errno);
+
+  CommandResult renamed =
+      RunRbd(conf, {"rename", "rbd/" + image.name(), "rbd/" + moved});
+  ASSERT_EQ(renamed.exit_code, 0) << renamed.Describe();
+  CreateRbdImage(conf, image.name(), 8 * kMiB);
+  const pid_t old_pid = BackendPid(mount.mountpoint(), image.name());
+  ASSERT_EQ(kill(old_pid, SIGKILL), 0) << std::strerror(errno);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return BackendState(mount.mountpoint(), image.name()) == "failed";
+      },
+      std::chrono::seconds(60)))
+      << BackendState(mount.mountpoint(), image.name());
+  errno = 0;
+  EXPECT_LT(pwrite(fd.get(), PatternBytes(6, 4096).data(), 4096, 0), 0);
+  EXPECT_EQ(errno, EIO);
+  fd.Close();
+  EXPECT_EQ(mount.Unmount(std::chrono::seconds(90)).exit_code, 0);
+
+  std::optional<std::string> other = ExportRbdImage(conf, image.name());
+  ASSERT_TRUE(other.has_value());
+  EXPECT_EQ(FirstDifference(std::string(8 * kMiB, '\0'), *other), "");
+  std::optional<std::string> original = ExportRbdImage(conf, moved);
+  ASSERT_TRUE(original.has_value());
+  EXPECT_EQ(
+      FirstDifference(PatternBytes(5, 1 * kMiB), original->substr(0, 1 * kMiB)),
+      "");
+  RemoveRbdImage(conf, moved);
+}
+
+// Without librbd's exclusive-lock feature nothing would keep a killed
+// backend's writes from landing after its successor's: --backend process
+// refuses such an image, naming the feature; --backend thread serves it.
+TEST(RbdBackendProcessTest, AnImageWithoutExclusiveLockIsRefused) {
+  PVDISK_REQUIRE_FUSE();
+  PVDISK_REQUIRE_CLUSTER();
+  const std::string conf = SharedClusterConf();
+  TestImage image(conf, "nolock", 8 * kMiB);
+  CommandResult disabled =
+      RunRbd(conf, {"feature", "disable", "rbd/" + image.name(), "fast-diff",
+                    "object-map", "exclusive-lock"});
+  ASSERT_EQ(disabled.exit_code, 0) << disabled.Describe();
+  TempDir dir;
+  const std::string mountpoint = dir.MakeDir("mnt");
+  CommandResult refused = RunPvdisk(
+      {"mount", mountpoint, "--disk", image.DiskArg(), "--backend", "process"},
+      std::chrono::seconds(60));
+  ExpectUsageError(refused);
+  EXPECT_NE(refused.err.find("exclusive-lock"), std::string::npos)
+      << refused.err;
+  EXPECT_FALSE(IsMounted(mountpoint));
+  EXPECT_TRUE(PvdiskProcessesMentioning(mountpoint).empty());
+  Mount mount(mountpoint, {"--disk", image.DiskArg()});
+  EXPECT_TRUE(mount.ok()) << mount.mount_result().Describe();
 }
 
 // A bad rbd: disk is refused with one line, exit 2, and nothing mounted,

@@ -29,8 +29,9 @@ BackendSetup SomeSetup(uint32_t image_files) {
   return setup;
 }
 
+// No file: an image the backend opens itself (RBD).
 TEST(BackendSetupTest, ImageFilesRoundTrip) {
-  for (uint32_t files : {1u, 3u, kMaxImageFiles}) {
+  for (uint32_t files : {0u, 1u, 3u, kMaxImageFiles}) {
     absl::StatusOr<BackendSetup> decoded =
         DecodeSetup(EncodeSetup(SomeSetup(files)));
     ASSERT_TRUE(decoded.ok()) << decoded.status();
@@ -40,14 +41,11 @@ TEST(BackendSetupTest, ImageFilesRoundTrip) {
   }
 }
 
-TEST(BackendSetupTest, NoImageFileOrTooManyIsMalformed) {
-  for (uint32_t files : {0u, kMaxImageFiles + 1}) {
-    absl::StatusOr<BackendSetup> decoded =
-        DecodeSetup(EncodeSetup(SomeSetup(files)));
-    ASSERT_FALSE(decoded.ok()) << files;
-    EXPECT_EQ(decoded.status().message(),
-              "malformed setup packet from the peer");
-  }
+TEST(BackendSetupTest, TooManyImageFilesIsMalformed) {
+  absl::StatusOr<BackendSetup> decoded =
+      DecodeSetup(EncodeSetup(SomeSetup(kMaxImageFiles + 1)));
+  ASSERT_FALSE(decoded.ok());
+  EXPECT_EQ(decoded.status().message(), "malformed setup packet from the peer");
 }
 
 // The image file sent with the setup arrives as a descriptor of the same

@@ -60,7 +60,8 @@ absl::StatusOr<HostedQueue> ReceiveQueue(int socket,
 
 // Receives the setup and the queues and starts serving them.
 absl::Status Serve(int socket, const EngineFactoryMaker& make_factory,
-                   std::vector<HostedQueue>* hosted, BackendGroup* group) {
+                   std::vector<HostedQueue>* hosted, BackendGroup* group,
+                   std::string* writer) {
   PVDISK_ASSIGN_OR_RETURN(Packet packet,
                           ReceivePacket(socket, kSetupTimeoutMs));
   // The image files, closed on every way out of here: the factory keeps
@@ -80,8 +81,10 @@ absl::Status Serve(int socket, const EngineFactoryMaker& make_factory,
                             ReceiveQueue(socket, setup.queue));
     hosted->push_back(std::move(queue));
   }
-  PVDISK_ASSIGN_OR_RETURN(EngineFactory make_engine,
+  PVDISK_ASSIGN_OR_RETURN(BackendEngines engines,
                           make_factory(setup, packet.fds));
+  EngineFactory make_engine = std::move(engines.factory);
+  *writer = std::move(engines.writer);
   std::vector<BackendQueue> queues;
   std::vector<iovec> pools;
   for (HostedQueue& queue : *hosted) {
@@ -113,8 +116,9 @@ int RunBackendHost(int socket, const EngineFactoryMaker& make_factory) {
   prctl(PR_SET_NAME, "pvdisk");
   std::vector<HostedQueue> hosted;
   BackendGroup group;
-  absl::Status served = Serve(socket, make_factory, &hosted, &group);
   BackendReady ready;
+  absl::Status served =
+      Serve(socket, make_factory, &hosted, &group, &ready.writer);
   ready.ok = served.ok();
   if (!served.ok()) {
     ready.error = std::string(served.message());

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,7 +26,12 @@ namespace pvdisk::transport::process {
 // descriptors are closed once it returns: what it keeps, it opens again
 // from them (image::OpenImageFromFiles), which is also how it gets an open file
 // description of its own for the fence.
-using EngineFactoryMaker = std::function<absl::StatusOr<EngineFactory>(
+struct BackendEngines {
+  EngineFactory factory;
+  // BackendReady::writer: how the image knows this process as a writer.
+  std::string writer;
+};
+using EngineFactoryMaker = std::function<absl::StatusOr<BackendEngines>(
     const BackendSetup& setup, const std::vector<int>& image_fds)>;
 
 // Serves the disk over `socket` (a connected SOCK_SEQPACKET socket) until

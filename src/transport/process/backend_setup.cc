@@ -65,7 +65,7 @@ absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
   setup.backend_threads = static_cast<uint32_t>(threads);
   setup.backend.engine_max_inflight = static_cast<uint32_t>(max_inflight);
   setup.backend.poll_us = static_cast<uint32_t>(poll_us);
-  if (image_files < 1 || image_files > kMaxImageFiles) {
+  if (image_files > kMaxImageFiles) {
     return Malformed("setup");
   }
   setup.image_files = static_cast<uint32_t>(image_files);
@@ -85,6 +85,7 @@ std::string EncodeReady(const BackendReady& ready) {
   out.PutString(ready.engine_mode);
   out.PutU64(ready.engine_depth);
   out.PutU64(ready.fixed_buffers ? 1 : 0);
+  out.PutString(ready.writer);
   return out.data();
 }
 
@@ -94,7 +95,7 @@ absl::StatusOr<BackendReady> DecodeReady(std::string_view payload) {
   uint64_t ok, depth, fixed;
   if (!in.GetU64(&ok) || !in.GetString(&ready.error) ||
       !in.GetString(&ready.engine_mode) || !in.GetU64(&depth) ||
-      !in.GetU64(&fixed)) {
+      !in.GetU64(&fixed) || !in.GetString(&ready.writer)) {
     return Malformed("ready");
   }
   ready.ok = ok != 0;

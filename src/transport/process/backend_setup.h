@@ -32,12 +32,14 @@ struct BackendSetup {
   // cli/backend_command.cc).
   std::string engine_config;
   // The byte of the image the backend holds locked while it lives (see
-  // io_fence.h), on its open of the first image file.
+  // io_fence.h), on its open of the first image file (if it has one).
   uint64_t fence_byte = 0;
   // How many descriptors the setup packet carries: the files the disk is
   // made of, in the order the image layer stacks them (a raw image is one
   // file; a backing chain would be its top file first, then the files
-  // below). The backend checks it received exactly that many.
+  // below). The backend checks it received exactly that many. None for an
+  // image the backend opens itself (RBD): then there is no I/O fence here,
+  // the image has its own (see image::Image::CheckServedElsewhere).
   uint32_t image_files = 0;
 };
 
@@ -64,6 +66,10 @@ struct BackendReady {
   std::string engine_mode;
   uint32_t engine_depth = 0;
   bool fixed_buffers = false;
+  // How the image knows this backend as a writer, for fencing it off once
+  // it is dead (BackendProcessOptions::fence_dead_writer): an RBD client's
+  // address; empty for an image of files, which the I/O fence covers.
+  std::string writer;
 };
 
 std::string EncodeReady(const BackendReady& ready);

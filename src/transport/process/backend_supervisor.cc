@@ -54,9 +54,9 @@ BackendSupervisor::BackendSupervisor(Transport* transport,
 
 absl::StatusOr<std::unique_ptr<BackendSupervisor>> BackendSupervisor::Start(
     Transport* transport, const BackendProcessOptions& options) {
-  if (options.image_fds.empty() || options.image_fds.size() > kMaxImageFiles) {
+  if (options.image_fds.size() > kMaxImageFiles) {
     return absl::InvalidArgumentError(
-        absl::StrCat("a backend process serves an image of 1 to ",
+        absl::StrCat("a backend process serves an image of 0 to ",
                      kMaxImageFiles, " files, not ", options.image_fds.size()));
   }
   std::unique_ptr<BackendSupervisor> supervisor(
@@ -363,6 +363,17 @@ void BackendSupervisor::EndBackend() {
 }
 
 absl::Status BackendSupervisor::WaitForFenceOrStop() {
+  // An image without files fences a dead backend's writes itself (RBD:
+  // librbd's exclusive lock, see BackendProcessOptions::image_fds).
+  if (options_.image_fds.empty()) {
+    if (!options_.fence_dead_writer) return absl::OkStatus();
+    std::string writer;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writer = ready_.writer;
+    }
+    return options_.fence_dead_writer(writer);
+  }
   auto deadline = std::chrono::steady_clock::now() + kFenceTimeout;
   for (;;) {
     absl::Status fenced =

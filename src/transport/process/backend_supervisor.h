@@ -33,6 +33,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,7 +63,19 @@ struct BackendProcessOptions {
   // them over its socket and does its I/O to these very files, so that
   // renaming, removing or replacing an image's path while the disk is
   // mounted changes nothing. The I/O fence is tested on the first one.
+  // Empty for an image the backend opens itself and that fences a dead
+  // backend's writes on its own (an RBD image with librbd's exclusive lock,
+  // which a successor takes only by blocklisting the dead owner): no file
+  // fence is waited for then.
   std::vector<int> image_fds;
+  // For an image without files, which fences a dead backend's writes
+  // itself: called with the dead backend's BackendReady::writer after its
+  // death, before its requests go to a new backend. An RBD image breaks
+  // the dead client's exclusive lock there, which blocklists it at the
+  // cluster: its successor then need not wait for the cluster to notice the
+  // death (the dead client's watch times out after 30 s). An error stops
+  // the restarts (the disk fails).
+  std::function<absl::Status(const std::string& writer)> fence_dead_writer;
   // Passed to the backend's EngineFactoryMaker (BackendSetup::engine_config).
   std::string engine_config;
   // Whether the backend writes its messages to the daemon's stderr. A
