@@ -243,7 +243,7 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   placement.fuse_io = config->channel.fuse_io;
   placement.cpus = fuse::channel::PossibleCpus();
   placement.against_inline =
-      FlagAgainstInline(parsed, config->disks, transport, placement.cpus);
+      FlagAgainstInline(parsed, transport, placement.cpus);
   placement.transport = transport;
   placement.uring_engine = config->options.engine == io::EngineKind::kUring;
   placement.disks = static_cast<uint32_t>(config->disks.size());

@@ -16,7 +16,6 @@ absl::StatusOr<PlacementFlag> ParsePlacement(std::string_view text) {
 }
 
 std::string FlagAgainstInline(const ParsedArgs& parsed,
-                              const std::vector<fuse::DiskSpec>& /*disks*/,
                               const transport::TransportOptions& transport,
                               uint32_t cpus) {
   if (parsed.Get("backend", "thread") == "process") {

@@ -39,10 +39,9 @@ enum class PlacementFlag { kAuto, kInline, kBackendThread };
 absl::StatusOr<PlacementFlag> ParsePlacement(std::string_view text);
 
 // The first flag of `parsed` that inline cannot honour, as the words of a
-// message ("--queues 4"), or empty. `cpus`: FUSE uring queues. `disks`
-// are taken for disk options against inline, of which there are none.
+// message ("--queues 4"), or empty. `cpus`: FUSE uring queues. No --disk
+// option is against inline.
 std::string FlagAgainstInline(const ParsedArgs& parsed,
-                              const std::vector<fuse::DiskSpec>& disks,
                               const transport::TransportOptions& transport,
                               uint32_t cpus);
 

@@ -35,12 +35,6 @@ constexpr uint64_t kImageBytes = 8 * kMiB;
 constexpr uint64_t kWrittenBytes = 4 * kMiB;
 constexpr const char* kDelayUs = "200";
 
-// --placement inline refuses delay= today (cli/placement.cc,
-// FlagAgainstInline: a delay's timer wakes only a thread that sleeps in its
-// own Run()). While it does, those rows expect that refusal; once inline
-// serves delay= disks, set this to false and they run fio like the others.
-constexpr bool kInlineRefusesDelay = true;
-
 struct Combination {
   std::string engine;     // uring, sync, null or rbd
   bool delay = false;     // the disk has delay=kDelayUs
@@ -48,9 +42,6 @@ struct Combination {
   std::string fuse_io;    // classic or uring
 
   bool rbd() const { return engine == "rbd"; }
-  bool refused() const {
-    return kInlineRefusesDelay && delay && placement == "inline";
-  }
 };
 
 // How gtest (and ctest's test names) show a combination.
@@ -136,17 +127,6 @@ class EngineMatrixTest : public testing::TestWithParam<Combination> {
     const Combination& c = combination();
     TempDir dir;
     const std::string mountpoint = dir.MakeDir("mnt");
-    if (c.refused()) {
-      std::vector<std::string> args = {"mount", mountpoint};
-      for (const std::string& arg : MountArgs(disk)) args.push_back(arg);
-      CommandResult refused = RunPvdisk(args);
-      ExpectUsageError(refused);
-      EXPECT_NE(refused.err.find(",delay="), std::string::npos) << refused.err;
-      EXPECT_NE(refused.err.find("--placement inline"), std::string::npos)
-          << refused.err;
-      EXPECT_FALSE(IsMounted(mountpoint));
-      return std::nullopt;
-    }
     Mount mount(mountpoint, MountArgs(disk));
     if (!mount.ok()) {
       ADD_FAILURE() << mount.mount_result().Describe();
