@@ -123,7 +123,10 @@ void InlineDriver::Detach() {
 uint32_t InlineSubmissionEntries(const std::vector<Disk*>& disks) {
   uint32_t entries = 0;
   for (const Disk* disk : disks) {
-    entries += disk->transport_options().queue.ring_size + 1;
+    // Each ring slot's I/O, the extra I/Os the image's engine may issue
+    // beyond them, and the kick read.
+    const uint32_t ring_size = disk->transport_options().queue.ring_size;
+    entries += ring_size + disk->EngineExtraIos(ring_size) + 1;
   }
   return entries;
 }
