@@ -139,6 +139,24 @@ TEST_P(EngineFilesTest, TakesDepthPlusExtraIos) {
   EXPECT_EQ(engine->inflight(), 0u);
 }
 
+// Depth plus extra I/Os must fit the deepest engine: one message naming
+// both and the limit.
+TEST(EngineOptionsTest, DepthPlusExtraIosBeyondTheLimitIsRefused) {
+  EngineOptions options;
+  options.depth = kMaxEngineDepth - 8;
+  options.extra_ios = 8;
+  EXPECT_TRUE(CheckEngineOptions(options, 2048, "disk.img").ok());
+  options.extra_ios = 9;
+  absl::Status refused = CheckEngineOptions(options, 2048, "disk.img");
+  ASSERT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  const std::string message(refused.message());
+  EXPECT_NE(message.find("engine depth 32744 with 9 extra I/Os for image "
+                         "disk.img is out of range"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("at most 32752"), std::string::npos) << message;
+}
+
 // The test fan-out decorator (PVDISK_TEST_FAULT=fanout) over an engine
 // that completes in Queue(): Run() reports the step from the sector-0 read
 // to the data I/O as progress without a completion, and the next Run()
