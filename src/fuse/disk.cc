@@ -57,6 +57,8 @@ transport::EngineFactory EngineFactoryFor(const DiskSpec& spec,
              uint32_t depth, io::RingLender* lender) {
     io::EngineOptions engine_options = base_engine_options;
     engine_options.depth = depth;
+    // Room for the I/Os the image's engine issues beyond its requests.
+    engine_options.extra_ios = image::ExtraIosFor(*image, depth);
     engine_options.ring_lender = lender;
     return image->MakeEngine(engine_options);
   };

@@ -165,6 +165,12 @@ class Disk {
   const transport::TransportOptions& transport_options() const {
     return transport_->options();
   }
+  // The I/Os beyond `depth` ring slots that an engine of this disk's image
+  // may issue (image::ExtraIosFor): what its engines are made with on top
+  // of their depth.
+  uint32_t EngineExtraIos(uint32_t depth) const {
+    return image::ExtraIosFor(*image_, depth);
+  }
 
   // What DiskIo counts, so that Shutdown can wait for it.
   OperationsInFlight& operations() { return operations_; }

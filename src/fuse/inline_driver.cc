@@ -123,8 +123,10 @@ void InlineDriver::Detach() {
 uint32_t InlineSubmissionEntries(const std::vector<Disk*>& disks) {
   uint32_t entries = 0;
   for (const Disk* disk : disks) {
-    // Its ring's requests, its kick read and a delay model's timeout.
-    entries += disk->transport_options().queue.ring_size + 2;
+    // Each ring slot's I/O, the extra I/Os the image's engine may issue
+    // beyond them, the kick read and a delay model's timeout.
+    const uint32_t ring_size = disk->transport_options().queue.ring_size;
+    entries += ring_size + disk->EngineExtraIos(ring_size) + 2;
   }
   return entries;
 }

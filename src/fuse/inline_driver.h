@@ -79,7 +79,8 @@ class InlineDriver final : public channel::RingCompanion, public io::CqeSink {
 };
 
 // How many submission entries a round of the inline placement may need
-// for `disks` on one FUSE queue thread (their rings' depths and kick reads).
+// for `disks` on one FUSE queue thread (their rings' depths, the extra I/Os
+// their images' engines may issue beyond them, and kick reads).
 uint32_t InlineSubmissionEntries(const std::vector<Disk*>& disks);
 
 }  // namespace pvdisk::fuse

@@ -16,22 +16,25 @@
 // - its own flush, which makes durable whatever it keeps (a format's dirty
 //   metadata too), so unmount flushes through the image.
 //
-// How a format will turn one request into several engine I/Os: MakeEngine
+// How a format turns one request into several engine I/Os: MakeEngine
 // returns the engine that serves the disk; a format returns a decorator over
-// engines of its files (as the fault and delay decorators wrap one today)
-// that maps each virtual request through the image's shared metadata into
-// I/Os on the files (metadata reads first, then the data), completing the
-// request with the last of them. That needs room for more engine I/Os than
-// the ring has slots and a loop that counts progress without a completion as
-// work (the engine model's business); this interface stays as it is.
+// an engine of its files (io/engine_decorator.h, as the fault and delay
+// decorators wrap one) that maps each virtual request through the image's
+// shared metadata into I/Os on the files (metadata reads first, then the
+// data), completing the request with the last of them. The engine model
+// gives it what that needs (io/io_engine.h): room beyond the ring's slots,
+// which the image asks for with extra_ios_per_request() and the disk grants
+// as EngineOptions::extra_ios; and Run() counting a step that consumed an
+// inner completion and issued the next I/O as progress, which the loops that
+// drive engines take for work, not idle.
 //
-// How several files will reach one engine: today every engine addresses the
-// single file of a raw image. IoRequest will carry a small file index (it
-// fits in the padding after IoRequest::op, so a request stays the same size),
-// engines will be made over all of files(), and the uring engine will
-// register them all as fixed files (io_uring_register_files with every
-// descriptor), so that the index is the fixed-file slot and a request pays
-// nothing for it.
+// How several files reach one engine: engines are made over all of an
+// image's files, top first (io::EngineFiles, in the order of files()), and
+// IoRequest::file (in the padding after IoRequest::op: a request stays the
+// same size) says which one a request is for. The uring engine registers
+// them all as fixed files, so that the index is the fixed-file slot and a
+// request pays nothing for it; the sync engine uses the descriptor of that
+// index.
 #pragma once
 
 #include <sys/stat.h>
@@ -90,6 +93,11 @@ class Image {
     (void)writer;
     return absl::OkStatus();
   }
+  // How many engine I/Os beyond the request itself the image's engine may
+  // have in flight for one ring request (a format's metadata reads or a
+  // split of the data): the disk makes engines with that many extra I/Os
+  // per ring slot (ExtraIosFor). A raw image: 0.
+  virtual uint32_t extra_ios_per_request() const { return 0; }
   // Lines of its own for the stats header, after the ones every disk has.
   virtual std::vector<std::pair<std::string, std::string>> Describe() const {
     return {};
@@ -111,5 +119,13 @@ class Image {
   // not enough where an io_uring still holds a file (see UnlockImage).
   virtual void Release() = 0;
 };
+
+// The extra I/Os (io::EngineOptions::extra_ios) an engine of `image` needs
+// for `depth` ring slots: depth times its extra_ios_per_request(), at most
+// UINT32_MAX (io::CheckEngineOptions refuses what the engine cannot hold).
+inline uint32_t ExtraIosFor(const Image& image, uint32_t depth) {
+  const uint64_t extra = uint64_t{depth} * image.extra_ios_per_request();
+  return extra > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(extra);
+}
 
 }  // namespace pvdisk::image

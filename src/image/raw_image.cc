@@ -22,7 +22,7 @@ absl::StatusOr<std::unique_ptr<io::IoEngine>> RawImage::MakeEngine(
   io::EngineOptions file_options = options;
   file_options.kind = engine_;
   PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<io::IoEngine> engine,
-                          io::CreateFileEngine(file_options, *file_));
+                          io::CreateFileEngine(file_options, {file_.get()}));
   return io::WrapEngine(std::move(engine), file_options);
 }
 

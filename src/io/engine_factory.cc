@@ -23,6 +23,16 @@ absl::Status CheckEngineOptions(const EngineOptions& options,
         absl::StrCat("engine depth ", options.depth,
                      " is out of range; use 1 to ", kMaxEngineDepth));
   }
+  if (options.extra_ios > kMaxEngineDepth - options.depth) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("engine depth ", options.depth, " with ",
+                     options.extra_ios, " extra I/Os for image ",
+                     absl::string_view(image_name.data(), image_name.size()),
+                     " is out of range; depth plus extra I/Os may be at most ",
+                     kMaxEngineDepth,
+                     " (use a smaller --ring-size or fewer queues per "
+                     "backend thread)"));
+  }
   if (options.fault) {
     const FaultRange& fault = *options.fault;
     if (fault.sector_count == 0) {
@@ -50,6 +60,12 @@ absl::Status CheckEngineOptions(const EngineOptions& options,
 
 absl::StatusOr<std::unique_ptr<IoEngine>> WrapEngine(
     std::unique_ptr<IoEngine> engine, const EngineOptions& options) {
+  PVDISK_ASSIGN_OR_RETURN(TestFault test_fault, TestFaultFromEnvironment());
+  // Test only: right over the file engine, where a format's decorator sits.
+  if (test_fault.fanout) {
+    engine = WrapWithTestFanout(std::move(engine),
+                                options.depth + options.extra_ios);
+  }
   if (options.fault) engine = WrapWithFaults(std::move(engine), *options.fault);
   // Over the fault decorator, so that its errors take the device's latency
   // too, as a remote disk's would.
@@ -59,7 +75,6 @@ absl::StatusOr<std::unique_ptr<IoEngine>> WrapEngine(
   }
   // Test only, from the environment (test_fault.h). An engine on a lent
   // ring never fails as a whole: fail= leaves it alone.
-  PVDISK_ASSIGN_OR_RETURN(TestFault test_fault, TestFaultFromEnvironment());
   if (test_fault.fail_at && options.ring_lender == nullptr) {
     engine = WrapWithEngineFailure(std::move(engine),
                                    ProcessFailTrigger(*test_fault.fail_at));
@@ -94,23 +109,28 @@ std::string_view EngineKindName(EngineKind kind) {
 }
 
 absl::StatusOr<std::unique_ptr<IoEngine>> CreateFileEngine(
-    const EngineOptions& options, const ImageFile& image) {
+    const EngineOptions& options, const EngineFiles& files) {
+  if (files.empty() || files.size() > kMaxEngineFiles) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an engine is made over 1 to ", kMaxEngineFiles,
+                     " files, not ", files.size()));
+  }
   std::unique_ptr<IoEngine> engine;
   switch (options.kind) {
     case EngineKind::kUring: {
-      PVDISK_ASSIGN_OR_RETURN(engine, CreateUringEngine(image, options));
+      PVDISK_ASSIGN_OR_RETURN(engine, CreateUringEngine(files, options));
       break;
     }
     case EngineKind::kSync:
-      engine = CreateSyncEngine(image, options);
+      engine = CreateSyncEngine(files, options);
       break;
     case EngineKind::kNull:
-      engine = CreateNullEngine(image, options);
+      engine = CreateNullEngine(files, options);
       break;
     case EngineKind::kRbd:
       return absl::InvalidArgumentError(
           absl::StrCat("the rbd engine serves rbd: disks, not the image file ",
-                       image.path()));
+                       files[0]->path()));
   }
   if (engine == nullptr) {
     return absl::InvalidArgumentError("unknown engine kind");
@@ -123,7 +143,7 @@ absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
   PVDISK_RETURN_IF_ERROR(
       CheckEngineOptions(options, image.size_sectors(), image.path()));
   PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<IoEngine> engine,
-                          CreateFileEngine(options, image));
+                          CreateFileEngine(options, EngineFiles{&image}));
   return WrapEngine(std::move(engine), options);
 }
 

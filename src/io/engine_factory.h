@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "io/delay_engine.h"
@@ -30,15 +31,42 @@ struct FaultRange {
   uint64_t sector_count = 1;
 };
 
-// The deepest engine: the uring engine's ring (depth plus 16 spare entries,
-// rounded up to a power of two) must stay within the kernel's 32768 entries.
+// The deepest engine, extra I/Os included: the uring engine's ring (depth
+// plus extra_ios plus 16 spare entries, rounded up to a power of two) must
+// stay within the kernel's 32768 entries.
 inline constexpr uint32_t kMaxEngineDepth = 32768 - 16;
+
+// The files an engine is made over, top first (the order of
+// image::Image::files()): IoRequest::file indexes this list. Each must stay
+// open for the engine's lifetime. A request must lie within its file's size
+// as opened. The engine's mode() describes the first file's I/O (O_DIRECT or
+// buffered).
+using EngineFiles = std::vector<const ImageFile*>;
+
+// The most files one engine serves (IoRequest::file is 16 bits).
+inline constexpr size_t kMaxEngineFiles = 1024;
+
+// Their sizes as opened, by index: what requests must lie within.
+inline std::vector<uint64_t> FileSizes(const EngineFiles& files) {
+  std::vector<uint64_t> sizes;
+  sizes.reserve(files.size());
+  for (const ImageFile* file : files) sizes.push_back(file->size_bytes());
+  return sizes;
+}
 
 struct EngineOptions {
   EngineKind kind = EngineKind::kUring;
   // Most requests that will ever be in flight at once (the sum of the ring
   // depths the owning thread serves). The uring engine sizes its ring from it.
   uint32_t depth = 256;
+  // I/Os a layer may have in flight beyond `depth`: a format, or any engine
+  // decorator that turns one request into several engine I/Os, issues them
+  // on the engine below it, which must have room for them (ublksrv calls
+  // these extra_ios). The image says how many per ring request
+  // (image::Image::extra_ios_per_request; a raw image 0) and the disk sets
+  // depth times that. Engines size themselves for depth + extra_ios (the
+  // uring engine its ring and slots) and refuse more with -EBUSY.
+  uint32_t extra_ios = 0;
   // When set, I/O touching this range completes with -EIO.
   std::optional<FaultRange> fault;
   // When set, completions are held this long after submission (a device
@@ -57,12 +85,12 @@ struct EngineOptions {
 absl::StatusOr<std::unique_ptr<IoEngine>> CreateEngine(
     const EngineOptions& options, const ImageFile& image);
 
-// The bare engine of options.kind (uring, sync or null) over `image`, which
-// must stay open for its lifetime: no checks of the options, no decorators.
-// For an image layer (image/) that checks against its own virtual size and
-// wraps the engine itself.
+// The bare engine of options.kind (uring, sync or null) over `files` (1 to
+// kMaxEngineFiles of them, top first): no checks of the options, no
+// decorators. For an image layer (image/) that checks against its own
+// virtual size and wraps the engine itself.
 absl::StatusOr<std::unique_ptr<IoEngine>> CreateFileEngine(
-    const EngineOptions& options, const ImageFile& image);
+    const EngineOptions& options, const EngineFiles& files);
 
 // For engines made elsewhere (the rbd engine): whether `options` fit an image
 // of `size_sectors` called `image_name`, and the decorators `options` ask

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "io/deadline.h"
@@ -11,13 +12,17 @@
 
 namespace pvdisk::io {
 
-ImmediateEngine::ImmediateEngine(uint64_t image_bytes, uint32_t depth)
-    : image_bytes_(image_bytes) {
-  pending_.reserve(depth);
+ImmediateEngine::ImmediateEngine(std::vector<uint64_t> file_bytes,
+                                 uint32_t capacity)
+    : file_bytes_(std::move(file_bytes)) {
+  pending_.reserve(capacity);
 }
 
 int ImmediateEngine::Queue(const IoRequest& request) {
-  if (int rc = CheckRequest(request, image_bytes_); rc != 0) return rc;
+  if (int rc = CheckRequest(request, file_bytes_.data(), file_bytes_.size());
+      rc != 0) {
+    return rc;
+  }
   pending_.push_back(IoCompletion{request.tag, Perform(request), false});
   return 0;
 }

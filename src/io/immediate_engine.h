@@ -16,8 +16,9 @@ namespace pvdisk::io {
 
 class ImmediateEngine : public IoEngine {
  public:
-  // Refuses malformed requests with -EINVAL (see CheckRequest); otherwise
-  // calls Perform() and keeps its result for the next Run().
+  // Refuses malformed requests with -EINVAL (see CheckRequest: a file index
+  // beyond the engine's files too); otherwise calls Perform() and keeps its
+  // result for the next Run().
   int Queue(const IoRequest& request) final;
   absl::Status WatchWakeFd(int fd, uint64_t tag) final;
   // Returns the kept results. With `wait` and none kept, blocks until a
@@ -30,7 +31,10 @@ class ImmediateEngine : public IoEngine {
   }
 
  protected:
-  ImmediateEngine(uint64_t image_bytes, uint32_t depth);
+  // `file_bytes`: the size of each file the engine serves (IoRequest::file
+  // indexes it). `capacity`: the most results kept at once (depth plus
+  // extra I/Os), to size the list.
+  ImmediateEngine(std::vector<uint64_t> file_bytes, uint32_t capacity);
 
   // Carries out a request that passed CheckRequest; returns the completion
   // result (the length, 0 for kFlush, or a negative errno).
@@ -44,7 +48,7 @@ class ImmediateEngine : public IoEngine {
   // it read. Returns how many it appended, or a negative errno.
   int PollWakeFds(int64_t deadline_ns, std::vector<IoCompletion>& out);
 
-  const uint64_t image_bytes_;
+  const std::vector<uint64_t> file_bytes_;
   std::vector<IoCompletion> pending_;
   std::vector<pollfd> wake_fds_;
   std::vector<uint64_t> wake_tags_;  // parallel to wake_fds_

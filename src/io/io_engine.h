@@ -32,6 +32,12 @@ inline constexpr int kMaxIovecs = IOV_MAX;
 
 struct IoRequest {
   IoOp op = IoOp::kRead;
+  // Which of the engine's files (the list it was made over, top first; see
+  // engine_factory.h) the request is for. Engines refuse an index beyond
+  // their list with -EINVAL; the uring engine names the file by its
+  // fixed-file slot. It sits in the padding after `op`: a request stays the
+  // size it was (checked below).
+  uint16_t file = 0;
   uint64_t offset = 0;  // bytes into the image; kFlush ignores it
   uint64_t length = 0;  // bytes; for kRead/kWrite the sum of the iov lengths
   // kRead/kWrite: the buffers. The array and the memory it points to must stay
@@ -44,6 +50,9 @@ struct IoRequest {
   // (uring: READ_FIXED / WRITE_FIXED) save pinning the pages per request.
   int buffer_index = -1;
 };
+// Seven words: the file index lives in the padding after `op`.
+static_assert(sizeof(IoRequest) == 7 * sizeof(uint64_t),
+              "IoRequest must stay seven words");
 
 struct IoCompletion {
   uint64_t tag = 0;
@@ -68,7 +77,11 @@ class IoEngine {
 
   // Accepts one request. Hot path. Returns 0 when a completion will follow in
   // a later Run(), or a negative errno when the request was refused (and no
-  // completion will follow). REQUIRES: inflight() < depth given at creation.
+  // completion will follow). REQUIRES: inflight() < the depth given at
+  // creation (EngineOptions::depth). An engine's own capacity is that depth
+  // plus EngineOptions::extra_ios: the room a layer above it (a format, a
+  // fan-out decorator) has for the I/Os it issues beyond its callers'
+  // requests; beyond depth + extra_ios an engine refuses with -EBUSY.
   virtual int Queue(const IoRequest& request) = 0;
 
   // Makes Run(wait=true) return when the eventfd `fd` is signalled: the engine
@@ -77,9 +90,24 @@ class IoEngine {
   virtual absl::Status WatchWakeFd(int fd, uint64_t tag) = 0;
 
   // Submits everything queued, then appends every available completion to
-  // `out`. With `wait`, blocks until at least one completion (I/O or wake-up)
-  // is available. Returns how many were appended, or a negative errno if the
-  // engine itself failed (not an I/O error: those arrive as completions).
+  // `out`. With `wait`, blocks until at least one completion (I/O or
+  // wake-up) is available or the engine made progress (below). Returns a
+  // negative errno if the engine itself failed (not an I/O error: those
+  // arrive as completions), else how many events it handled: every
+  // completion appended counts one, and so does every step of progress
+  // without a completion.
+  //
+  // Progress without a completion: an engine that serves one request with
+  // several I/Os of its own, one after another (a format layer reading its
+  // metadata, then the data; a decorator that fans out), consumes the
+  // completion of one inner I/O and issues the next without appending
+  // anything for its caller. It counts that step. So a return of 0 means
+  // nothing happened, and a return larger than the completions appended
+  // means follow-up I/O is queued that perhaps only a later Run() submits:
+  // the caller must call Run() again before it sleeps anywhere else (a
+  // Run(wait=true) is such a call: it submits before it waits). A caller
+  // that takes a return of 0 for idle and anything else for work keeps the
+  // rule. Decorators pass their inner engine's count on with their own.
   virtual int Run(bool wait, std::vector<IoCompletion>& out) = 0;
 
   // As Run(wait=true), but the wait also ends when CLOCK_MONOTONIC reaches

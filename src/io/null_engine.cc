@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstring>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "io/immediate_engine.h"
 
@@ -11,8 +13,8 @@ namespace {
 
 class NullEngine final : public ImmediateEngine {
  public:
-  NullEngine(uint64_t image_bytes, uint32_t depth)
-      : ImmediateEngine(image_bytes, depth) {}
+  NullEngine(std::vector<uint64_t> file_bytes, uint32_t capacity)
+      : ImmediateEngine(std::move(file_bytes), capacity) {}
 
   std::string_view name() const override { return "null"; }
   std::string_view mode() const override { return "no I/O"; }
@@ -38,9 +40,10 @@ class NullEngine final : public ImmediateEngine {
 
 }  // namespace
 
-std::unique_ptr<IoEngine> CreateNullEngine(const ImageFile& image,
+std::unique_ptr<IoEngine> CreateNullEngine(const EngineFiles& files,
                                            const EngineOptions& options) {
-  return std::make_unique<NullEngine>(image.size_bytes(), options.depth);
+  return std::make_unique<NullEngine>(FileSizes(files),
+                                      options.depth + options.extra_ios);
 }
 
 }  // namespace pvdisk::io

@@ -10,9 +10,10 @@
 
 namespace pvdisk::io {
 
-// Uses `image` only for its size (to reject requests outside it) and
-// `options.depth` only to size its result list.
-std::unique_ptr<IoEngine> CreateNullEngine(const ImageFile& image,
+// Uses `files` only for their sizes (to reject requests outside them; the
+// file index is otherwise ignored) and `options.depth` and
+// `options.extra_ios` only to size its result list.
+std::unique_ptr<IoEngine> CreateNullEngine(const EngineFiles& files,
                                            const EngineOptions& options);
 
 }  // namespace pvdisk::io

@@ -111,7 +111,9 @@ class RbdEngine final : public IoEngine, public CqeSink {
   }
 
   int Queue(const IoRequest& request) override {
-    if (int bad = CheckRequest(request, image_.size_bytes()); bad != 0) {
+    // One "file": the RBD image itself.
+    const uint64_t image_bytes = image_.size_bytes();
+    if (int bad = CheckRequest(request, &image_bytes, 1); bad != 0) {
       return bad;
     }
     if (free_.empty()) return -EBUSY;
@@ -307,8 +309,9 @@ absl::StatusOr<std::unique_ptr<IoEngine>> CreateRbdEngine(
     const EngineOptions& options, RbdImage& image) {
   PVDISK_RETURN_IF_ERROR(
       CheckEngineOptions(options, image.size_sectors(), image.spec().Name()));
-  auto engine =
-      std::make_unique<RbdEngine>(image, options.depth, options.ring_lender);
+  // Room for the extra I/Os of a layer above it too.
+  auto engine = std::make_unique<RbdEngine>(
+      image, options.depth + options.extra_ios, options.ring_lender);
   PVDISK_RETURN_IF_ERROR(engine->Init());
   return WrapEngine(std::move(engine), options);
 }

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 
 #include "io/io_engine.h"
@@ -43,6 +44,15 @@ inline int CheckRequest(const IoRequest& request, uint64_t image_bytes) {
     return -EINVAL;
   }
   return 0;
+}
+
+// For an engine over `file_count` files whose sizes are `file_bytes`: -EINVAL
+// also when request.file names none of them; else CheckRequest against the
+// size of the file it names.
+inline int CheckRequest(const IoRequest& request, const uint64_t* file_bytes,
+                        size_t file_count) {
+  if (request.file >= file_count) return -EINVAL;
+  return CheckRequest(request, file_bytes[request.file]);
 }
 
 }  // namespace pvdisk::io

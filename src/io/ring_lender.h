@@ -51,6 +51,15 @@ class RingLender {
   // that it lends for zero copy: the FUSE payloads); -1 when there is none
   // (then use an ordinary read or write).
   virtual int FixedBufferFor(const void* data, size_t length) = 0;
+  // Registers `fds` as fixed files of the ring (IOSQE_FIXED_FILE). Returns
+  // the fixed-file index of the first, the others following, or -1 when
+  // the ring cannot take them (then name the plain descriptors). They stay
+  // registered until the ring closes. The default takes none: a lender
+  // whose ring has room in its file table overrides it.
+  virtual int AddFixedFiles(const std::vector<int>& fds) {
+    (void)fds;
+    return -1;
+  }
 };
 
 }  // namespace pvdisk::io

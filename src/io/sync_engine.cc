@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "io/immediate_engine.h"
 #include "io/iov_cursor.h"
@@ -19,10 +20,12 @@ constexpr int kZeroRange = FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE;
 
 class SyncEngine final : public ImmediateEngine {
  public:
-  SyncEngine(const ImageFile& image, uint32_t depth)
-      : ImmediateEngine(image.size_bytes(), depth),
-        fd_(image.fd()),
-        mode_(image.direct_note()) {}
+  SyncEngine(const EngineFiles& files, uint32_t capacity)
+      : ImmediateEngine(FileSizes(files), capacity),
+        mode_(files[0]->direct_note()) {
+    fds_.reserve(files.size());
+    for (const ImageFile* file : files) fds_.push_back(file->fd());
+  }
 
   std::string_view name() const override { return "sync"; }
   std::string_view mode() const override { return mode_; }
@@ -34,7 +37,7 @@ class SyncEngine final : public ImmediateEngine {
       case IoOp::kWrite:
         return Transfer(request);
       case IoOp::kFlush:
-        while (fdatasync(fd_) != 0) {
+        while (fdatasync(fds_[request.file]) != 0) {
           if (errno != EINTR) return -errno;
         }
         return 0;
@@ -56,13 +59,14 @@ class SyncEngine final : public ImmediateEngine {
   // Reads or writes the whole request, continuing after short transfers.
   int64_t Transfer(const IoRequest& request) {
     const bool read = request.op == IoOp::kRead;
+    const int fd = fds_[request.file];
     const iovec* iov = request.iov;
     int count = request.iov_count;
     uint64_t done = 0;
     for (;;) {
       const off_t offset = static_cast<off_t>(request.offset + done);
-      ssize_t n = read ? preadv(fd_, iov, count, offset)
-                       : pwritev(fd_, iov, count, offset);
+      ssize_t n = read ? preadv(fd, iov, count, offset)
+                       : pwritev(fd, iov, count, offset);
       if (n < 0) {
         if (errno == EINTR) continue;
         return -errno;
@@ -79,14 +83,15 @@ class SyncEngine final : public ImmediateEngine {
   }
 
   int64_t Fallocate(int mode, const IoRequest& request) {
-    while (fallocate(fd_, mode, static_cast<off_t>(request.offset),
+    while (fallocate(fds_[request.file], mode,
+                     static_cast<off_t>(request.offset),
                      static_cast<off_t>(request.length)) != 0) {
       if (errno != EINTR) return -errno;
     }
     return static_cast<int64_t>(request.length);
   }
 
-  const int fd_;
+  std::vector<int> fds_;  // by IoRequest::file
   const std::string mode_;
   bool zero_range_unsupported_ = false;
   IovCursor cursor_;  // the rest of a request after a short transfer
@@ -94,9 +99,9 @@ class SyncEngine final : public ImmediateEngine {
 
 }  // namespace
 
-std::unique_ptr<IoEngine> CreateSyncEngine(const ImageFile& image,
+std::unique_ptr<IoEngine> CreateSyncEngine(const EngineFiles& files,
                                            const EngineOptions& options) {
-  return std::make_unique<SyncEngine>(image, options.depth);
+  return std::make_unique<SyncEngine>(files, options.depth + options.extra_ios);
 }
 
 }  // namespace pvdisk::io

@@ -11,9 +11,10 @@
 
 namespace pvdisk::io {
 
-// `image` must outlive the engine. Uses `options.depth` only to size its
-// result list.
-std::unique_ptr<IoEngine> CreateSyncEngine(const ImageFile& image,
+// Over `files` (non-empty, each outliving the engine): a request goes to
+// the descriptor of the file IoRequest::file names. Uses `options.depth`
+// and `options.extra_ios` only to size its result list.
+std::unique_ptr<IoEngine> CreateSyncEngine(const EngineFiles& files,
                                            const EngineOptions& options);
 
 }  // namespace pvdisk::io

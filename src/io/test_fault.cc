@@ -16,8 +16,8 @@ absl::Status NotAllowed(std::string_view text, std::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(
       kTestFaultVariable, "='", absl::string_view(text.data(), text.size()),
       "' is not allowed: ", absl::string_view(why.data(), why.size()),
-      "; use hang=SECTOR and/or fail=N (N from 1), separated by commas "
-      "(test only)"));
+      "; use hang=SECTOR, fail=N (N from 1) and/or fanout, separated by "
+      "commas (test only)"));
 }
 
 }  // namespace
@@ -37,6 +37,9 @@ absl::StatusOr<TestFault> ParseTestFault(std::string_view text) {
         return NotAllowed(text, "fail takes one count of submissions from 1");
       }
       fault.fail_at = number;
+    } else if (item == "fanout") {
+      if (fault.fanout) return NotAllowed(text, "fanout is given twice");
+      fault.fanout = true;
     } else {
       return NotAllowed(text, absl::StrCat("unknown fault '", item, "'"));
     }

@@ -2,7 +2,7 @@
 // pvdisk's documented interface (no flag, no --disk option, no effect on the
 // placement). The test suite sets
 //
-//   PVDISK_TEST_FAULT=FAULT[,FAULT...]   FAULT: hang=SECTOR | fail=N
+//   PVDISK_TEST_FAULT=FAULT[,FAULT...]   FAULT: hang=SECTOR | fail=N | fanout
 //
 // in the environment of `pvdisk mount`; the daemon and its backend
 // processes inherit it, and WrapEngine (engine_factory.h) applies it to every
@@ -17,6 +17,13 @@
 //   (the inline placement) is left alone: it never fails as a whole, since
 //   its ring's owner submits and reaps for it, and replacing it would need
 //   that owner to wait for itself.
+// - fanout: every read and write becomes two engine I/Os issued one after
+//   the other, a 512-byte read of the first sector of the request's file,
+//   then the request's own I/O, and completes with the second
+//   (WrapWithTestFanout), as a format layer reads its metadata before the
+//   data. Tests that the loops driving engines count progress without a
+//   completion as work (io_engine.h, IoEngine::Run). The decorator sits
+//   right over the file engine, where a format's would.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "io/failing_engine.h"
+#include "io/io_engine.h"
 
 namespace pvdisk::io {
 
@@ -34,6 +42,7 @@ inline constexpr char kTestFaultVariable[] = "PVDISK_TEST_FAULT";
 struct TestFault {
   std::optional<uint64_t> hang_sector;  // hang=SECTOR
   std::optional<uint64_t> fail_at;      // fail=N
+  bool fanout = false;                  // fanout
 };
 
 // Parses the variable's value (see above). Anything else is InvalidArgument
@@ -47,5 +56,13 @@ absl::StatusOr<TestFault> TestFaultFromEnvironment();
 // creates (so that exactly one failure happens in all); made on first use
 // with `fail_at`.
 std::shared_ptr<EngineFailTrigger> ProcessFailTrigger(uint64_t fail_at);
+
+// The decorator of `fanout` around `inner`, with room for `capacity`
+// requests in flight (the inner engine's depth plus its extra I/Os). It is
+// test code, no feature of pvdisk: it lives with the tests
+// (tests/io/test_fanout_engine.cc), which the I/O library compiles in so
+// that a real mount can use it.
+std::unique_ptr<IoEngine> WrapWithTestFanout(std::unique_ptr<IoEngine> inner,
+                                             uint32_t capacity);
 
 }  // namespace pvdisk::io

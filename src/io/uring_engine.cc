@@ -32,7 +32,8 @@ constexpr uint64_t kInternalBit = uint64_t{1} << 63;
 
 constexpr unsigned kMinEntries = 8;
 constexpr unsigned kMaxEntries = 32768;
-// Submission slots beyond `depth`, for wake-fd reads and resubmissions.
+// Submission slots beyond depth + extra I/Os, for wake-fd reads and
+// resubmissions.
 constexpr unsigned kSpareEntries = 16;
 // One read or write SQE moves at most this much (the kernel's own cap is
 // about the same); longer single-buffer requests continue as short transfers.
@@ -68,6 +69,7 @@ struct Slot {
   IovCursor cursor;
   int fallocate_mode = 0;
   int buffer_index = -1;  // registered buffer holding iov[0], or -1
+  uint16_t file = 0;      // IoRequest::file
 };
 
 // An eventfd read kept armed. Heap-allocated one by one: the kernel writes
@@ -80,24 +82,26 @@ struct WakeWatch {
   bool broken = false;  // its read failed: no longer watched
 };
 
-unsigned RingEntries(uint32_t depth) {
-  const uint64_t want = uint64_t{depth} + kSpareEntries;
+unsigned RingEntries(uint32_t capacity) {
+  const uint64_t want = uint64_t{capacity} + kSpareEntries;
   return static_cast<unsigned>(
       std::bit_ceil(std::clamp<uint64_t>(want, kMinEntries, kMaxEntries)));
 }
 
 class UringEngine final : public IoEngine, public CqeSink {
  public:
+  // `capacity`: the most requests in flight (depth plus extra I/Os).
   // `lender`: null for a ring of the engine's own, else the ring to borrow.
-  UringEngine(const ImageFile& image, uint32_t depth, RingLender* lender)
-      : image_fd_(image.fd()),
-        image_bytes_(image.size_bytes()),
-        mode_(image.direct_note()),
-        depth_(depth),
+  UringEngine(const EngineFiles& files, uint32_t capacity, RingLender* lender)
+      : file_bytes_(FileSizes(files)),
+        mode_(files[0]->direct_note()),
+        capacity_(capacity),
         lender_(lender),
-        slots_(depth) {
-    free_slots_.reserve(depth);
-    for (uint32_t i = depth; i > 0; --i) free_slots_.push_back(i - 1);
+        slots_(capacity) {
+    fds_.reserve(files.size());
+    for (const ImageFile* file : files) fds_.push_back(file->fd());
+    free_slots_.reserve(capacity);
+    for (uint32_t i = capacity; i > 0; --i) free_slots_.push_back(i - 1);
   }
 
   ~UringEngine() override;
@@ -155,10 +159,10 @@ class UringEngine final : public IoEngine, public CqeSink {
   int Finish(uint32_t index, int64_t result, std::vector<IoCompletion>& out);
   bool CanComplete() const { return inflight_ > 0 || armed_wakes_ > 0; }
 
-  const int image_fd_;
-  const uint64_t image_bytes_;
+  std::vector<int> fds_;                    // by IoRequest::file
+  const std::vector<uint64_t> file_bytes_;  // by IoRequest::file
   const std::string mode_;
-  const uint32_t depth_;
+  const uint32_t capacity_;
   RingLender* const lender_;
   uint64_t lend_tag_ = 0;  // ORed into user_data while borrowing
   // The ring's index of offered buffer 0 (a borrowed ring's buffer table
@@ -171,7 +175,9 @@ class UringEngine final : public IoEngine, public CqeSink {
   io_uring* ring_ = &own_ring_;
   bool ring_ready_ = false;
   int ring_error_ = 0;
-  bool fixed_file_ = false;  // image registered as fixed file 0
+  // The files are fixed files file_base_ + IoRequest::file of the ring.
+  bool fixed_file_ = false;
+  int file_base_ = 0;
   std::vector<iovec> offered_buffers_;
   std::atomic<bool> fixed_buffers_{false};  // offered_buffers_ registered
   bool zero_range_unsupported_ = false;
@@ -195,11 +201,15 @@ int UringEngine::EnsureRing() {
   if (ring_error_ != 0) return ring_error_;
   if (borrowed()) {
     // The owner thread's ring: its tables belong to its owner, who
-    // registers our buffers beside its other engines'; no fixed file (the
-    // FUSE device is file 0), no wake watches.
+    // registers our buffers and files beside its own and its other
+    // engines'; no wake watches.
     ring_ = lender_->ring();
     lend_tag_ = lender_->Lend(this);
-    lent_completions_.reserve(depth_);
+    lent_completions_.reserve(capacity_);
+    if (const int base = lender_->AddFixedFiles(fds_); base >= 0) {
+      file_base_ = base;
+      fixed_file_ = true;
+    }
     if (!offered_buffers_.empty()) {
       const int base = lender_->AddFixedBuffers(offered_buffers_);
       if (base >= 0) {
@@ -211,7 +221,7 @@ int UringEngine::EnsureRing() {
     return 0;
   }
 
-  const unsigned entries = RingEntries(depth_);
+  const unsigned entries = RingEntries(capacity_);
   int rc = -EINVAL;
   io_uring_params params = {};
   for (unsigned flags : kSetupFlagSets) {
@@ -228,9 +238,11 @@ int UringEngine::EnsureRing() {
     return rc;
   }
   ring_ready_ = true;
-  // A fixed file saves a file-table lookup and reference per request. Not
-  // essential: without it requests name the plain descriptor.
-  fixed_file_ = io_uring_register_files(ring_, &image_fd_, 1) == 0;
+  // Fixed files save a file-table lookup and reference per request. Not
+  // essential: without them requests name the plain descriptors.
+  fixed_file_ =
+      io_uring_register_files(ring_, fds_.data(),
+                              static_cast<unsigned>(fds_.size())) == 0;
   // Fixed buffers pin the pages once, instead of once per request. Also not
   // essential: if the kernel refuses (memlock limit, too large), requests
   // use ordinary reads and writes.
@@ -269,7 +281,7 @@ int UringEngine::PrepSlot(uint32_t index) {
   io_uring_sqe* sqe = GetSqe();
   if (sqe == nullptr) return -EBUSY;
   Slot& slot = slots_[index];
-  const int fd = fixed_file_ ? 0 : image_fd_;
+  const int fd = fixed_file_ ? file_base_ + slot.file : fds_[slot.file];
   switch (slot.op) {
     case IoOp::kRead:
     case IoOp::kWrite: {
@@ -316,7 +328,10 @@ int UringEngine::PrepSlot(uint32_t index) {
 
 int UringEngine::Queue(const IoRequest& request) {
   if (int rc = EnsureRing(); rc < 0) return rc;
-  if (int rc = CheckRequest(request, image_bytes_); rc != 0) return rc;
+  if (int rc = CheckRequest(request, file_bytes_.data(), file_bytes_.size());
+      rc != 0) {
+    return rc;
+  }
   if (free_slots_.empty()) return -EBUSY;
 
   const uint32_t index = free_slots_.back();
@@ -328,6 +343,7 @@ int UringEngine::Queue(const IoRequest& request) {
   slot.done = 0;
   slot.iov = request.iov;
   slot.iov_count = request.iov_count;
+  slot.file = request.file;
   slot.use_cursor = false;
   slot.buffer_index = offered_buffers_.empty() || request.buffer_index < 0 ||
                               static_cast<size_t>(request.buffer_index) >=
@@ -574,7 +590,7 @@ UringEngine::~UringEngine() {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<IoEngine>> CreateUringEngine(
-    const ImageFile& image, const EngineOptions& options) {
+    const EngineFiles& files, const EngineOptions& options) {
   // The real ring is made later on the thread that uses it; a throwaway one
   // here turns "no io_uring on this system" into an error at mount time.
   io_uring probe;
@@ -582,7 +598,7 @@ absl::StatusOr<std::unique_ptr<IoEngine>> CreateUringEngine(
     return ErrnoError(-rc, "io_uring is not available");
   }
   io_uring_queue_exit(&probe);
-  return std::make_unique<UringEngine>(image, options.depth,
+  return std::make_unique<UringEngine>(files, options.depth + options.extra_ios,
                                        options.ring_lender);
 }
 

@@ -444,7 +444,9 @@ bool BackendLoop::Poll(std::vector<io::IoCompletion>& completions) {
     // left to the Run() that follows the poll.
     int got = engine_->Run(/*wait=*/false, completions);
     if (got < 0) return true;
-    if (got > 0) {
+    // Progress without a completion (io_engine.h) is no hit: its follow-up
+    // I/O is queued, and the next turn submits it and looks again.
+    if (!completions.empty()) {
       const io::IoCompletion& first = completions.front();
       uint32_t q =
           static_cast<uint32_t>(first.wake ? first.tag : first.tag >> 32);
@@ -492,7 +494,13 @@ bool BackendLoop::RunRound() {
     // checks below see them.
     PublishAll();
     ReportStoppedRings();
-    if (got > 0) continue;                // answers freed slots: take again
+    // Work, not idle: answers freed slots (take again), or the engine made
+    // progress without a completion (io_engine.h): it consumed completions
+    // of its own I/O and queued follow-up I/O, which the next Run() may
+    // have to submit or complete (a synchronous inner engine finishes it
+    // inside Queue() and returns it only from Run()). Past kMaxPasses the
+    // round says so to its driver, which calls again before sleeping.
+    if (got > 0) continue;
     if (capped || AtCap()) return false;  // only a completion lets more in
     if (!FinalChecks()) return false;
   }
@@ -526,6 +534,9 @@ void BackendLoop::Run() {
     if (!capped && !AtCap()) {
       more = (ShouldPoll() && Poll(completions)) || FinalChecks();
     }
+    // A round whose Run() made progress without a completion (io_engine.h)
+    // comes round here again: this Run() submits the follow-up I/O before
+    // it waits.
     int got = engine_->Run(/*wait=*/!more && completions.empty(), completions);
     if (got < 0) {
       // Completions a poll reaped before the failure are real results.

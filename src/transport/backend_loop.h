@@ -114,8 +114,10 @@ class BackendLoop {
   // publishes responses (interrupts run inline and may push more), and
   // ends with the rings' final checks, so that the frontend kicks for what
   // it pushes next. Never blocks. Returns true when work is still waiting
-  // (call again before sleeping); false when only an engine completion or
-  // a kick can bring more.
+  // (call again before sleeping): requests on the rings, or an engine that
+  // kept making progress (completions, or progress without one: see
+  // io::IoEngine::Run) until the round's last pass; false when only an
+  // engine completion or a kick can bring more.
   bool RunRound();
   // A driven loop's driver is going away: destroys the engine on its
   // thread, once every request taken has been answered. An engine that

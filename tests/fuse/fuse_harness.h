@@ -160,11 +160,12 @@ bool PvdiskProcessAlive(pid_t pid);
 // Pids of live pvdisk processes whose command line mentions `needle`.
 std::vector<pid_t> PvdiskProcessesMentioning(const std::string& needle);
 
-// Test-only faults (src/io/test_fault.h: hang=SECTOR, fail=N) reach pvdisk
-// only through the PVDISK_TEST_FAULT environment variable, never through its
-// flags. While a ScopedTestFault lives, the variable is `faults` in this
-// process's environment, which every command the harness runs inherits:
-// `pvdisk mount`, so its daemon and the daemon's backend processes. Make it
+// Test-only faults (src/io/test_fault.h: hang=SECTOR, fail=N, fanout) reach
+// pvdisk only through the PVDISK_TEST_FAULT environment variable, never
+// through its flags. While a ScopedTestFault lives, the variable is
+// `faults` in this process's environment, which every command the harness
+// runs inherits: `pvdisk mount`, so its daemon and the daemon's backend
+// processes. Make it
 // before the Mount it is for (and destroy it after), while no other thread
 // of the test reads the environment.
 class ScopedTestFault {

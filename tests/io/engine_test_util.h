@@ -60,13 +60,17 @@ inline IoRequest Rw(IoOp op, uint64_t offset, const std::vector<iovec>& iov,
                     uint64_t tag = 1) {
   uint64_t length = 0;
   for (const iovec& v : iov) length += v.iov_len;
-  return IoRequest{op, offset, length, iov.data(), static_cast<int>(iov.size()),
-                   tag};
+  return IoRequest{.op = op,
+                   .offset = offset,
+                   .length = length,
+                   .iov = iov.data(),
+                   .iov_count = static_cast<int>(iov.size()),
+                   .tag = tag};
 }
 
 inline IoRequest Range(IoOp op, uint64_t offset, uint64_t length,
                        uint64_t tag = 1) {
-  return IoRequest{op, offset, length, nullptr, 0, tag};
+  return IoRequest{.op = op, .offset = offset, .length = length, .tag = tag};
 }
 
 // A 1 MiB image (opened with O_DIRECT when the filesystem allows) and an

@@ -1,6 +1,6 @@
-// PVDISK_TEST_FAULT's grammar (io/test_fault.h): hang=SECTOR and fail=N,
-// separated by commas; anything else is one message naming the variable,
-// what is wrong and the forms allowed.
+// PVDISK_TEST_FAULT's grammar (io/test_fault.h): hang=SECTOR, fail=N and
+// fanout, separated by commas; anything else is one message naming the
+// variable, what is wrong and the forms allowed.
 #include "io/test_fault.h"
 
 #include <string>
@@ -25,12 +25,19 @@ TEST(ParseTestFaultTest, TakesHangAndFailAloneOrTogether) {
   ASSERT_TRUE(both.ok()) << both.status();
   EXPECT_EQ(both->fail_at, 1u);
   EXPECT_EQ(both->hang_sector, 0u);
+  EXPECT_FALSE(both->fanout);
+
+  absl::StatusOr<TestFault> fanout = ParseTestFault("fanout,fail=2");
+  ASSERT_TRUE(fanout.ok()) << fanout.status();
+  EXPECT_TRUE(fanout->fanout);
+  EXPECT_EQ(fanout->fail_at, 2u);
 }
 
 TEST(ParseTestFaultTest, RefusesWhatIsNotAFault) {
-  for (const char* text : {"", "hang=", "hang=x", "hang=-1", "fail=0",
-                           "fail=", "fail=x", "hang=1,hang=2", "fail=1,fail=2",
-                           "engine_fail=3", "fail=1,", "HANG=1"}) {
+  for (const char* text :
+       {"", "hang=", "hang=x", "hang=-1", "fail=0", "fail=", "fail=x",
+        "hang=1,hang=2", "fail=1,fail=2", "engine_fail=3", "fail=1,", "HANG=1",
+        "fanout=1", "fanout,fanout"}) {
     absl::StatusOr<TestFault> fault = ParseTestFault(text);
     ASSERT_FALSE(fault.ok()) << text;
     EXPECT_TRUE(absl::IsInvalidArgument(fault.status())) << text;
@@ -38,7 +45,8 @@ TEST(ParseTestFaultTest, RefusesWhatIsNotAFault) {
     EXPECT_NE(message.find(std::string("PVDISK_TEST_FAULT='") + text + "'"),
               std::string::npos)
         << message;
-    EXPECT_NE(message.find("use hang=SECTOR and/or fail=N"), std::string::npos)
+    EXPECT_NE(message.find("use hang=SECTOR, fail=N (N from 1) and/or fanout"),
+              std::string::npos)
         << message;
   }
   EXPECT_NE(std::string(ParseTestFault("fail=0").status().message())
