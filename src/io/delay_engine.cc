@@ -158,6 +158,10 @@ class DelayEngine final : public EngineDecorator {
     reaped_.clear();
     const int rc = inner().Run(false, reaped_);
     if (rc < 0) return rc;
+    // The inner engine's steps of progress without a completion (a fan-out
+    // under the delay) are passed on: its follow-up I/O waits for the next
+    // Run(), which the caller owes before it sleeps.
+    const int progress = rc - static_cast<int>(reaped_.size());
     int appended = Sort(out);
     int64_t now = MonotonicNowNs();
     if (ring_timer_ != nullptr) {
@@ -173,7 +177,7 @@ class DelayEngine final : public EngineDecorator {
     if (ring_timer_ != nullptr && !held_.empty()) {
       ring_timer_->WakeBy(held_.top().due_ns - margin_ns_);
     }
-    return appended;
+    return appended + progress;
   }
 
   // Sorts what the inner engine returned into reaped_: completions are

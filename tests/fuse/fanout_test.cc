@@ -6,7 +6,8 @@
 // hangs. fio's verified writes and reads at iodepth 1 and 64 must finish
 // with the right data, within a time limit, on both placements and with the
 // uring and sync engines (the sync one completes inside Queue(), so only a
-// loop that calls Run() again returns the request).
+// loop that calls Run() again returns the request). Under a delay model
+// too, which must pass the fan-out's progress on (io/delay_engine.h).
 #include <chrono>
 #include <string>
 #include <tuple>
@@ -20,12 +21,13 @@ namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 
-using PlacementEngine = std::tuple<std::string, std::string>;
+// Placement, engine, and whether the disk has a delay model over the fan-out.
+using PlacementEngine = std::tuple<std::string, std::string, bool>;
 
 class FanoutTest : public ::testing::TestWithParam<PlacementEngine> {};
 
 TEST_P(FanoutTest, FioVerifiesAtDepthOneAndSixtyFour) {
-  const auto& [placement, engine] = GetParam();
+  const auto& [placement, engine, delay] = GetParam();
   std::vector<std::string> args = {"--placement", placement, "--engine",
                                    engine};
   if (placement == "inline") {
@@ -42,7 +44,7 @@ TEST_P(FanoutTest, FioVerifiesAtDepthOneAndSixtyFour) {
   const std::string image = dir.Path("disk0.img");
   CreateImage(image, 64 * kMiB);
   ScopedTestFault fault("fanout");
-  args.insert(args.begin(), {"--disk", image});
+  args.insert(args.begin(), {"--disk", delay ? image + ",delay=200" : image});
   Mount mount(dir.MakeDir("mnt"), args);
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
   DiskStats before = StatsOf(mount.mountpoint(), "disk0.img");
@@ -78,18 +80,31 @@ TEST_P(FanoutTest, FioVerifiesAtDepthOneAndSixtyFour) {
   EXPECT_EQ(unmounted.exit_code, 0) << unmounted.Describe();
 }
 
+std::string CombinationName(
+    const ::testing::TestParamInfo<PlacementEngine>& info) {
+  std::string name = std::get<0>(info.param) + "_" + std::get<1>(info.param);
+  if (std::get<2>(info.param)) name += "_delay";
+  for (char& c : name) {
+    if (c == '-') c = '_';
+  }
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(PlacementsAndEngines, FanoutTest,
+                         ::testing::Combine(::testing::Values("backend-thread",
+                                                              "inline"),
+                                            ::testing::Values("uring", "sync"),
+                                            ::testing::Values(false)),
+                         CombinationName);
+
+// The sync engine completes inside Queue(), so under the delay only the
+// progress the delay model passes on brings the second I/O's completion
+// back when the loop looks without waiting (inline).
 INSTANTIATE_TEST_SUITE_P(
-    PlacementsAndEngines, FanoutTest,
+    UnderADelay, FanoutTest,
     ::testing::Combine(::testing::Values("backend-thread", "inline"),
-                       ::testing::Values("uring", "sync")),
-    [](const ::testing::TestParamInfo<PlacementEngine>& info) {
-      std::string name =
-          std::get<0>(info.param) + "_" + std::get<1>(info.param);
-      for (char& c : name) {
-        if (c == '-') c = '_';
-      }
-      return name;
-    });
+                       ::testing::Values("sync"), ::testing::Values(true)),
+    CombinationName);
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing
