@@ -53,9 +53,13 @@ absl::Status UringQueue::SetUp(int fuse_fd, uint32_t depth,
   if (ret < 0) return ErrnoError(-ret, "io_uring_setup for FUSE");
   ring_ready_ = true;
   fixed_buffers_ = std::make_unique<FixedBufferTable>(&uring_, arena);
-  int files[1] = {fuse_fd};
-  ret = io_uring_register_files(&uring_, files, 1);
+  // Slot 0 is /dev/fuse; the rest start empty (-1) for the image files of
+  // the engines that borrow the ring (AddFixedFiles).
+  std::vector<int> files(kFixedFileSlots, -1);
+  files[0] = fuse_fd;
+  ret = io_uring_register_files(&uring_, files.data(), kFixedFileSlots);
   if (ret < 0) return ErrnoError(-ret, "io_uring_register_files (/dev/fuse)");
+  fixed_files_ = {fuse_fd};
   header_bytes_ = size_t{depth} * kEntryHeaderBytes;
   payload_memory_bytes_ = size_t{depth} * payload_bytes;
   header_memory_ = mmap(nullptr, header_bytes_, PROT_READ | PROT_WRITE,
@@ -239,6 +243,30 @@ void UringQueue::Unlend(uint64_t tag) {
 
 int UringQueue::AddFixedBuffers(const std::vector<iovec>& buffers) {
   return fixed_buffers_ ? fixed_buffers_->AddEngineBuffers(buffers) : -1;
+}
+
+int UringQueue::AddFixedFiles(const std::vector<int>& fds) {
+  if (!ring_ready_ || fds.empty()) return -1;
+  // A run of the same descriptors is the same files (an image keeps its
+  // files open while the mount lives): an engine made again for them
+  // reuses their slots. The update is done all the same, so that the slots
+  // name what the descriptors are now.
+  size_t base = fixed_files_.size();
+  auto run = std::search(fixed_files_.begin(), fixed_files_.end(), fds.begin(),
+                         fds.end());
+  if (run != fixed_files_.end()) {
+    base = static_cast<size_t>(run - fixed_files_.begin());
+  } else if (base + fds.size() > kFixedFileSlots) {
+    return -1;
+  }
+  const int rc = io_uring_register_files_update(
+      &uring_, static_cast<unsigned>(base), fds.data(),
+      static_cast<unsigned>(fds.size()));
+  if (rc < 0 || static_cast<size_t>(rc) != fds.size()) return -1;
+  if (base == fixed_files_.size()) {
+    fixed_files_.insert(fixed_files_.end(), fds.begin(), fds.end());
+  }
+  return static_cast<int>(base);
 }
 
 int UringQueue::FixedBufferFor(const void* data, size_t length) {

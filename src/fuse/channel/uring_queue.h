@@ -90,8 +90,13 @@ class UringQueue final : public io::RingLender {
   void Unlend(uint64_t tag) override;
   int AddFixedBuffers(const std::vector<iovec>& buffers) override;
   int FixedBufferFor(const void* data, size_t length) override;
+  int AddFixedFiles(const std::vector<int>& fds) override;
 
  private:
+  // The ring's file table: /dev/fuse, then the borrowing engines' image
+  // files (each disk's, once: a backing chain's layers count one each).
+  static constexpr unsigned kFixedFileSlots = 64;
+
   io_uring_sqe* GetSqe();
 
   const uint32_t qid_;
@@ -109,6 +114,7 @@ class UringQueue final : public io::RingLender {
   std::vector<UringEntry> entries_;
   std::unique_ptr<FixedBufferTable> fixed_buffers_;  // made with the ring
   std::vector<io::CqeSink*> sinks_;  // lent tag >> kSinkBits, minus one
+  std::vector<int> fixed_files_;     // the descriptor in each used slot
 };
 
 }  // namespace pvdisk::fuse::channel
