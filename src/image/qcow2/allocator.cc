@@ -22,8 +22,8 @@ absl::StatusOr<uint64_t> ClusterAllocator::BlockOf(uint64_t index) const {
   if (md_.refcount_table_fault[r] != EntryFault::kNone) {
     return absl::DataLossError(
         absl::StrCat(md_.name, ": refcount table entry ", r, " (0x",
-                     absl::Hex(md_.refcount_table[r]), ") is ",
-                     EntryFaultName(md_.refcount_table_fault[r])));
+                     absl::Hex(md_.refcount_table[r]),
+                     "): ", EntryFaultName(md_.refcount_table_fault[r])));
   }
   return md_.refcount_table[r] & kOffsetMask;
 }

@@ -27,9 +27,9 @@ absl::StatusOr<MapStep> MapVirtual(Qcow2Metadata& md, uint64_t voff) {
                                             "): ", what));
   };
   if (md.l1_fault[l1_index] != EntryFault::kNone) {
-    return range_error(absl::StrCat("L1 entry ", l1_index, " (0x",
-                                    absl::Hex(md.l1[l1_index]), ") is ",
-                                    EntryFaultName(md.l1_fault[l1_index])));
+    return range_error(
+        absl::StrCat("L1 entry ", l1_index, " (0x", absl::Hex(md.l1[l1_index]),
+                     "): ", EntryFaultName(md.l1_fault[l1_index])));
   }
   const uint64_t table = md.L2TableOffset(l1_index);
   if (table == 0) return MapStep(m);  // unallocated
@@ -40,7 +40,7 @@ absl::StatusOr<MapStep> MapVirtual(Qcow2Metadata& md, uint64_t voff) {
   auto entry_error = [&](const char* why) {
     return range_error(absl::StrCat("L2 entry ", l2_index, " (0x",
                                     absl::Hex(*raw), ") of the table at ",
-                                    table, " is ", why));
+                                    table, ": ", why));
   };
   if (e.kind == L2Kind::kCompressed) {
     m.kind = L2Kind::kCompressed;

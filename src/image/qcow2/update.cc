@@ -16,7 +16,7 @@ absl::StatusOr<std::variant<Done, NeedTable>> EnsureL2Table(
   }
   if (md.l1_fault[index] != EntryFault::kNone) {
     return absl::DataLossError(
-        absl::StrCat(md.name, ": L1 entry ", index, " is ",
+        absl::StrCat(md.name, ": L1 entry ", index, ": ",
                      EntryFaultName(md.l1_fault[index])));
   }
   if ((md.l1[index] & kOffsetMask) != 0) {
