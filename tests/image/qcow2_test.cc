@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "image/qcow2/allocator.h"
 #include "image/qcow2/endian.h"
 #include "image/qcow2/entries.h"
 #include "image/qcow2/features.h"
@@ -14,6 +15,7 @@
 #include "image/qcow2/mapping.h"
 #include "image/qcow2/metadata.h"
 #include "image/qcow2/table_cache.h"
+#include "image/qcow2/update.h"
 
 namespace pvdisk::image::qcow2 {
 namespace {
@@ -109,6 +111,25 @@ TEST(Qcow2HeaderTest, RefusesEachBadFieldNamingIt) {
   EXPECT_NE(Refusal(std::vector<uint8_t>(b.begin(), b.begin() + 40))
                 .find("needs 72 bytes"),
             std::string::npos);
+}
+
+TEST(Qcow2HeaderTest, ClusterBitsBoundaries) {
+  for (uint32_t bits : {9u, 21u}) {
+    Qcow2Header h = SmallHeader();
+    h.cluster_bits = bits;
+    h.l1_table_offset = h.refcount_table_offset = 0;
+    h.l1_table_offset = 2ull << bits;
+    h.refcount_table_offset = 1ull << bits;
+    h.l1_size = static_cast<uint32_t>(L1EntriesFor(h.size, bits));
+    EXPECT_TRUE(ParseQcow2Header(Encoded(h), "img").ok()) << bits;
+  }
+  std::vector<uint8_t> b = Encoded(SmallHeader());
+  StoreBe32(b.data() + 20, 22);
+  EXPECT_NE(Refusal(b).find("cluster_bits 22"), std::string::npos);
+  StoreBe64(b.data() + 72, 0);
+  StoreBe32(b.data() + 20, 12);
+  StoreBe32(b.data() + 96, 6);  // 64-bit refcounts: accepted
+  EXPECT_TRUE(ParseQcow2Header(b, "img").ok());
 }
 
 TEST(Qcow2HeaderTest, AcceptsDirtyAndLazyRefcountsAndSkipsUnknownExtensions) {
@@ -260,6 +281,90 @@ TEST(Qcow2MappingTest, AsksForTheTableThenMapsAndRefusesBadEntries) {
   EXPECT_NE(unaligned_l1.status().message().find("L1 entry 1"),
             std::string::npos);
   EXPECT_TRUE(absl::IsOutOfRange(MapVirtual(m, h.size).status()));
+}
+
+// The crash-safe order, in the plans themselves: the new refcount block
+// and the refcount come before the entries that name the clusters, those
+// entries after a barrier, and a refcount drop after one.
+TEST(Qcow2UpdateTest, PlansKeepTheCrashSafeOrder) {
+  Qcow2Header h = SmallHeader();
+  std::vector<uint8_t> l1(8, 0), refcounts(4096, 0);
+  // Three clusters (header, refcount table, L1) counted by a block in 3.
+  StoreBe64(refcounts.data(), 3 * 4096);
+  absl::StatusOr<std::unique_ptr<Qcow2Metadata>> md =
+      BuildQcow2Metadata(h, 4 * 4096, l1, refcounts, "img");
+  ASSERT_TRUE(md.ok()) << md.status();
+  Qcow2Metadata& m = **md;
+  ClusterAllocator allocator(m);
+  WritePlan plan;
+  auto l2 = EnsureL2Table(m, allocator, 8192, plan);
+  ASSERT_TRUE(l2.ok());
+  ASSERT_TRUE(std::holds_alternative<NeedTable>(*l2));  // the block
+  std::vector<uint8_t> block(4096, 0);
+  for (int c = 0; c < 4; ++c) SetRefcount(block, c, 4, 1);
+  m.refblock_cache.Insert(3 * 4096, block);
+  l2 = EnsureL2Table(m, allocator, 8192, plan);
+  ASSERT_TRUE(l2.ok() && std::holds_alternative<Done>(*l2));
+  // refcount of the table (cluster 4), the zeroed table, then the L1 entry.
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].offset, 3u * 4096 + 2 * 4);
+  EXPECT_EQ(plan[1].offset, 4u * 4096);
+  EXPECT_EQ(plan[2].offset, h.l1_table_offset);
+  EXPECT_TRUE(plan[2].barrier_before);
+  EXPECT_EQ(LoadBe64(plan[2].bytes.data()), (4u * 4096) | kCopied);
+
+  plan.clear();
+  auto got = allocator.Allocate(plan);
+  ASSERT_TRUE(got.ok() && std::holds_alternative<Allocated>(*got));
+  EXPECT_EQ(std::get<Allocated>(*got).host_offset, 5u * 4096);
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].offset, 3u * 4096 + 2 * 5);
+  EXPECT_EQ(LoadBe16(plan[0].bytes.data()), 1);
+  ASSERT_TRUE(SetL2Entry(m, 8192, EncodeL2Data(5 * 4096), plan).ok());
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_TRUE(plan[1].barrier_before);
+  EXPECT_EQ(plan[1].offset, 4u * 4096 + 8 * 2);
+  m.file_size = 6 * 4096;  // as if the plans and the data were written
+  Mapping mapped = std::get<Mapping>(*MapVirtual(m, 8192 + 1));
+  EXPECT_EQ(mapped.host_offset, 5u * 4096 + 1);
+
+  plan.clear();
+  ASSERT_TRUE(allocator.Release(5 * 4096, plan).ok());
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_TRUE(plan[0].barrier_before);
+  EXPECT_EQ(LoadBe16(plan[0].bytes.data()), 0);
+  // The freed cluster is the next one handed out.
+  plan.clear();
+  got = allocator.Allocate(plan);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::get<Allocated>(*got).host_offset, 5u * 4096);
+}
+
+// A cluster past what any refcount block covers gets a new block, placed
+// in that cluster and counting itself, named by the table after a barrier.
+TEST(Qcow2UpdateTest, ANewRefcountBlockCountsItself) {
+  Qcow2Header h = SmallHeader();
+  h.cluster_bits = 9;  // 256 refcounts per block
+  h.refcount_table_offset = 512;
+  h.l1_table_offset = 1024;
+  h.l1_size = static_cast<uint32_t>(L1EntriesFor(h.size, 9));
+  std::vector<uint8_t> l1(h.l1_size * 8, 0), refcounts(512, 0);
+  const uint64_t file_size = 256 * 512;  // exactly one block's worth
+  StoreBe64(refcounts.data(), 2048);
+  absl::StatusOr<std::unique_ptr<Qcow2Metadata>> md =
+      BuildQcow2Metadata(h, file_size, l1, refcounts, "img");
+  ASSERT_TRUE(md.ok()) << md.status();
+  ClusterAllocator allocator(**md);
+  WritePlan plan;
+  auto got = allocator.Allocate(plan);
+  ASSERT_TRUE(got.ok() && std::holds_alternative<Allocated>(*got));
+  EXPECT_EQ(std::get<Allocated>(*got).host_offset, 257u * 512);
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].offset, 256u * 512);  // the block, in its own cluster
+  EXPECT_EQ(GetRefcount(plan[0].bytes, 0, 4), 1u);
+  EXPECT_EQ(plan[1].offset, 512u + 8);  // then the table names it
+  EXPECT_TRUE(plan[1].barrier_before);
+  EXPECT_EQ(plan[2].offset, 256u * 512 + 2);  // the data cluster's count
 }
 
 }  // namespace
