@@ -85,8 +85,13 @@ void ExpectSameAsQemu(const TempDir& dir, const std::string& image) {
   }
 }
 
-void QemuIo(const std::string& image, const std::string& command) {
-  ShOk("qemu-io -c '" + command + "' '" + image + "'");
+// Runs qemu-io commands on `image` in one process; it exits non-zero if
+// any of them fails (a read -P that finds another pattern, too).
+void QemuIo(const std::string& image,
+            const std::vector<std::string>& commands) {
+  std::string line = "qemu-io";
+  for (const std::string& c : commands) line += " -c '" + c + "'";
+  ShOk(line + " '" + image + "'");
 }
 
 // Patches 8 (or 4) big-endian bytes of a file.
@@ -127,11 +132,11 @@ TEST_P(Qcow2QemuReadTest, EveryByteMatchesQemuImgConvert) {
   if (v.fill == "prealloc") opts += ",preallocation=metadata";
   ShOk("qemu-img create -q -f qcow2 -o " + opts + " '" + img + "' 6M");
   if (v.fill != "empty") {
-    QemuIo(img, "write -P 0xab 0 4k");
-    QemuIo(img, "write -P 0xcd 1049088 70k");  // 1M + 512, across clusters
-    QemuIo(img, "write -P 0x5a 2M 3M");
-    QemuIo(img, "write -z 3M 128k");        // zero clusters (v3) or zeros
-    QemuIo(img, "write -P 0x11 6140k 4k");  // the last 4 KiB
+    // Data, a run across clusters (at 1 MiB + 512), a long run, zero
+    // clusters (v3; written zeros in v2) and the last 4 KiB.
+    QemuIo(img, {"write -P 0xab 0 4k", "write -P 0xcd 1049088 70k",
+                 "write -P 0x5a 2M 3M", "write -z 3M 128k",
+                 "write -P 0x11 6140k 4k"});
   }
   ExpectSameAsQemu(dir, img);
 }
@@ -153,19 +158,17 @@ TEST(Qcow2QemuChainTest, TwoAndThreeLevelChainsMatchQemu) {
   const std::string mid = dir.File("mid.qcow2");
   const std::string top = dir.File("top.qcow2");
   ShOk("qemu-img create -q -f raw '" + base + "' 4M");
-  QemuIo(base, "write -P 0x01 0 4M");
+  QemuIo(base, {"write -P 0x01 0 4M"});
   ShOk("qemu-img create -q -f qcow2 -o cluster_size=4k -b base.raw -F raw '" +
        mid + "'");
-  QemuIo(mid, "write -P 0x02 1M 1M");
-  QemuIo(mid, "write -z 3M 4k");
+  QemuIo(mid, {"write -P 0x02 1M 1M", "write -z 3M 4k"});
   ExpectSameAsQemu(dir, mid);  // two levels
   // The top is larger than its backing: past 4 MiB it reads zeros.
   ShOk(
       "qemu-img create -q -f qcow2 -o cluster_size=64k -b mid.qcow2 -F qcow2 "
       "'" +
       top + "' 6M");
-  QemuIo(top, "write -P 0x03 1536k 1M");
-  QemuIo(top, "write -P 0x04 5M 512");
+  QemuIo(top, {"write -P 0x03 1536k 1M", "write -P 0x04 5M 512"});
   ExpectSameAsQemu(dir, top);  // three levels
   absl::StatusOr<std::vector<LayerInfo>> info = DescribeImage(top);
   ASSERT_TRUE(info.ok()) << info.status();
@@ -235,10 +238,10 @@ TEST_P(Qcow2QemuWriteTest, AllocatedClustersPassQemuImgCheck) {
   const std::string base = dir.File("base.qcow2");
   const std::string img = dir.File("img.qcow2");
   ShOk("qemu-img create -q -f qcow2 '" + base + "' 2M");
-  QemuIo(base, "write -P 0x77 0 2M");
+  QemuIo(base, {"write -P 0x77 0 2M"});
   ShOk("qemu-img create -q -f qcow2 -o " + GetParam().opts +
        " -b base.qcow2 -F qcow2 '" + img + "' 3M");
-  QemuIo(img, "write -P 0x66 1M 8k");
+  QemuIo(img, {"write -P 0x66 1M 8k"});
   {
     absl::StatusOr<std::unique_ptr<ImageChain>> chain = ImageChain::Open(
         img, ChainOptions{.writable_top = true, .l2_cache_tables = 2});
@@ -262,15 +265,11 @@ TEST_P(Qcow2QemuWriteTest, AllocatedClustersPassQemuImgCheck) {
   }
   std::string out;
   EXPECT_EQ(Sh("qemu-img check '" + img + "'", &out), 0) << out;
-  QemuIo(img, "read -P 0x77 0 1000");
-  QemuIo(img, "read -P 0xab 1000 3000");
-  QemuIo(img, "read -P 0x12 4000 96");
-  QemuIo(img, "read -P 0x77 4096 4096");
-  QemuIo(img, "read -P 0x66 1M 100");
-  QemuIo(img, "read -P 0xcd 1048676 200");
-  QemuIo(img, "read -P 0x66 1048876 7892");
-  QemuIo(img, "read -P 0 2M 512k");
-  QemuIo(img, "read -P 0xef 2560k 512k");
+  QemuIo(img, {"read -P 0x77 0 1000", "read -P 0xab 1000 3000",
+               "read -P 0x12 4000 96", "read -P 0x77 4096 4096",
+               "read -P 0x66 1M 100", "read -P 0xcd 1048676 200",
+               "read -P 0x66 1048876 7892", "read -P 0 2M 512k",
+               "read -P 0xef 2560k 512k"});
   ExpectSameAsQemu(dir, img);
 }
 
@@ -294,8 +293,7 @@ TEST(Qcow2QemuCreateTest, ImagesPvdiskCreatesPassQemuImgCheck) {
     ASSERT_TRUE(CreateQcow2(img, o).ok());
     std::string out;
     EXPECT_EQ(Sh("qemu-img check '" + img + "'", &out), 0) << out;
-    QemuIo(img, "write -P 0x42 1M 64k");
-    QemuIo(img, "read -P 0x42 1M 64k");
+    QemuIo(img, {"write -P 0x42 1M 64k", "read -P 0x42 1M 64k"});
     EXPECT_EQ(Sh("qemu-img check '" + img + "'", &out), 0) << out;
     ExpectSameAsQemu(dir, img);
   }
@@ -306,7 +304,7 @@ TEST(Qcow2QemuCreateTest, ImagesPvdiskCreatesPassQemuImgCheck) {
   ASSERT_TRUE(CreateQcow2(top, o).ok());
   std::string out;
   EXPECT_EQ(Sh("qemu-img check '" + top + "'", &out), 0) << out;
-  QemuIo(top, "read -P 0x42 1M 64k");
+  QemuIo(top, {"read -P 0x42 1M 64k"});
   ExpectSameAsQemu(dir, top);
   // Refusals leave nothing behind.
   o.backing = "missing.qcow2";
@@ -327,8 +325,7 @@ class Qcow2HostileTest : public ::testing::Test {
     // 512-byte clusters: one L2 table maps 32 KiB, so the L1 table has 32
     // entries for 1 MiB.
     ShOk("qemu-img create -q -f qcow2 -o cluster_size=512 '" + img_ + "' 1M");
-    QemuIo(img_, "write -P 0xab 0 1k");
-    QemuIo(img_, "write -P 0xcd 64k 1k");
+    QemuIo(img_, {"write -P 0xab 0 1k", "write -P 0xcd 64k 1k"});
     l1_ = Field(img_, 40);
     reftable_ = Field(img_, 48);
   }
@@ -434,7 +431,7 @@ TEST_F(Qcow2HostileTest, CompressedClustersAreAnErrorOfTheirRange) {
   const std::string raw = dir_.File("r.raw");
   const std::string packed = dir_.File("c.qcow2");
   ShOk("qemu-img create -q -f raw '" + raw + "' 1M");
-  QemuIo(raw, "write -P 0x31 0 64k");
+  QemuIo(raw, {"write -P 0x31 0 64k"});
   ShOk("qemu-img convert -c -O qcow2 '" + raw + "' '" + packed + "'");
   absl::StatusOr<std::unique_ptr<ImageChain>> c = ImageChain::Open(packed);
   ASSERT_TRUE(c.ok()) << c.status();
