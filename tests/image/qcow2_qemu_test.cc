@@ -306,6 +306,13 @@ TEST(Qcow2QemuCreateTest, ImagesPvdiskCreatesPassQemuImgCheck) {
   EXPECT_EQ(Sh("qemu-img check '" + top + "'", &out), 0) << out;
   QemuIo(top, {"read -P 0x42 1M 64k"});
   ExpectSameAsQemu(dir, top);
+  // An image that would be its own backing file is refused and kept.
+  CreateOptions self;
+  self.backing = "top.qcow2";
+  self.force = true;
+  absl::Status own = CreateQcow2(top, self);
+  EXPECT_TRUE(absl::IsInvalidArgument(own)) << own;
+  EXPECT_EQ(Sh("qemu-img check '" + top + "'", &out), 0) << out;
   // Refusals leave nothing behind.
   o.backing = "missing.qcow2";
   absl::Status missing = CreateQcow2(dir.File("x.qcow2"), o);
