@@ -143,6 +143,9 @@ TEST(Qcow2HeaderTest, AcceptsDirtyAndLazyRefcountsAndSkipsUnknownExtensions) {
   absl::StatusOr<Qcow2Header> h = ParseQcow2Header(b, "img");
   ASSERT_TRUE(h.ok()) << h.status();
   EXPECT_EQ(h->incompatible_features, kIncompatDirty);
+  EXPECT_EQ(DescribeFeatures(h->incompatible_features, h->compatible_features,
+                             h->autoclear_features),
+            "dirty, lazy refcounts, compatible bit 7");
 }
 
 TEST(Qcow2HeaderTest, RefusesAnExtensionRunningPastTheCluster) {

@@ -66,18 +66,19 @@ absl::Status CheckIncompatibleFeatures(uint64_t incompatible, bool writable,
 std::string DescribeFeatures(uint64_t incompatible, uint64_t compatible,
                              uint64_t autoclear) {
   std::vector<std::string> names;
-  auto add = [&names](uint64_t bits, const char* (*name)(int)) {
+  auto add = [&names](uint64_t bits, const char* (*name)(int),
+                      const char* field) {
     for (int bit = 0; bit < 64; ++bit) {
       if ((bits >> bit) & 1) {
         std::string n = name(bit);
-        if (n == "unknown") n = absl::StrCat("bit ", bit);
+        if (n == "unknown") n = absl::StrCat(field, " bit ", bit);
         names.push_back(n);
       }
     }
   };
-  add(incompatible, IncompatibleFeatureName);
-  add(compatible, CompatibleFeatureName);
-  add(autoclear, AutoclearFeatureName);
+  add(incompatible, IncompatibleFeatureName, "incompatible");
+  add(compatible, CompatibleFeatureName, "compatible");
+  add(autoclear, AutoclearFeatureName, "autoclear");
   return absl::StrJoin(names, ", ");
 }
 

@@ -48,7 +48,8 @@ const char* AutoclearFeatureName(int bit);
 absl::Status CheckIncompatibleFeatures(uint64_t incompatible, bool writable,
                                        const std::string& image);
 
-// "dirty, lazy_refcounts" style list of the set bits of all three fields.
+// The set bits of all three fields by name ("dirty, lazy refcounts"; an
+// unnamed bit as "compatible bit 7").
 std::string DescribeFeatures(uint64_t incompatible, uint64_t compatible,
                              uint64_t autoclear);
 
