@@ -383,6 +383,26 @@ TEST_F(Qcow2HostileTest, HeaderFieldsOutOfRangeAreRefused) {
   EXPECT_EQ(Opens(), "");
 }
 
+// The dirty bit: readable, but not writable (the refcounts may be stale).
+// Autoclear bits: cleared in the file when it is opened for writing.
+TEST_F(Qcow2HostileTest, DirtyIsReadOnlyAndAutoclearBitsAreCleared) {
+  Patch(img_, 72, 1);  // dirty
+  EXPECT_EQ(Opens(), "");
+  absl::StatusOr<std::unique_ptr<ImageChain>> w =
+      ImageChain::Open(img_, ChainOptions{.writable_top = true});
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("bit 0 (dirty)"), std::string::npos)
+      << w.status();
+  Patch(img_, 72, 0);
+  Patch(img_, 88, 1);  // bitmaps
+  w = ImageChain::Open(img_, ChainOptions{.writable_top = true});
+  ASSERT_TRUE(w.ok()) << w.status();
+  w->reset();
+  EXPECT_EQ(Field(img_, 88), 0u);
+  std::string out;
+  EXPECT_EQ(Sh("qemu-img check '" + img_ + "'", &out), 0) << out;
+}
+
 TEST_F(Qcow2HostileTest, BadL1EntriesSpoilOnlyTheirRange) {
   EXPECT_EQ(ReadCluster(0), "");
   const uint64_t good = Field(img_, l1_);
