@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "base/errno_status.h"
 #include "image/qcow2/endian.h"
+#include "image/qcow2/file_io.h"
 
 namespace pvdisk::image::qcow2 {
 
@@ -140,19 +141,11 @@ absl::Status ImageChain::Read(uint64_t voff, std::span<uint8_t> out,
     }
     if (layer.format == Format::kRaw) {
       const size_t n = std::min<uint64_t>(rest.size(), layer.size - at);
-      ssize_t got = 0;
-      size_t have = 0;
-      while (have < n) {
-        got = pread(layer.fd, rest.data() + have, n - have,
-                    static_cast<off_t>(at + have));
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-          return ErrnoError(errno, absl::StrCat("cannot read ", layer.path));
-        }
-        if (got == 0) break;
-        have += static_cast<size_t>(got);
+      if (absl::Status s =
+              ReadFully(layer.fd, at, rest.subspan(0, n), layer.path);
+          !s.ok()) {
+        return s;
       }
-      std::memset(rest.data() + have, 0, n - have);
       done += n;
       continue;
     }

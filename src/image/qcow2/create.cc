@@ -14,28 +14,13 @@
 #include "image/qcow2/chain.h"
 #include "image/qcow2/endian.h"
 #include "image/qcow2/entries.h"
+#include "image/qcow2/file_io.h"
 #include "image/qcow2/header.h"
 
 namespace pvdisk::image::qcow2 {
 namespace {
 
 uint64_t DivRoundUp(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-absl::Status WriteAll(int fd, uint64_t offset, const std::vector<uint8_t>& b,
-                      const std::string& path) {
-  size_t done = 0;
-  while (done < b.size()) {
-    ssize_t n = pwrite(fd, b.data() + done, b.size() - done,
-                       static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return ErrnoError(n < 0 ? errno : EIO,
-                        absl::StrCat("cannot write image ", path));
-    }
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -159,9 +144,9 @@ absl::Status CreateQcow2(const std::string& path, CreateOptions options) {
         std::span<uint8_t>(counts.data() + (c / per_block) * cluster, cluster),
         c % per_block, h.refcount_order, 1);
   }
-  absl::Status s = WriteAll(fd, 0, *first, path);
-  if (s.ok()) s = WriteAll(fd, h.refcount_table_offset, table, path);
-  if (s.ok()) s = WriteAll(fd, blocks_offset, counts, path);
+  absl::Status s = WriteFully(fd, 0, *first, path);
+  if (s.ok()) s = WriteFully(fd, h.refcount_table_offset, table, path);
+  if (s.ok()) s = WriteFully(fd, blocks_offset, counts, path);
   if (s.ok() && ftruncate(fd, static_cast<off_t>(total * cluster)) != 0) {
     s = ErrnoError(errno, absl::StrCat("cannot size image ", path));
   }

@@ -13,6 +13,7 @@
 #include "image/qcow2/endian.h"
 #include "image/qcow2/entries.h"
 #include "image/qcow2/features.h"
+#include "image/qcow2/file_io.h"
 #include "image/qcow2/update.h"
 
 namespace pvdisk::image::qcow2 {
@@ -21,26 +22,6 @@ namespace {
 // The header and everything it refers to lie in the first cluster, at most
 // 2 MiB.
 constexpr uint64_t kHeaderReadBytes = uint64_t{1} << kMaxClusterBits;
-
-absl::Status PreadAll(int fd, uint64_t offset, std::span<uint8_t> out,
-                      const std::string& name) {
-  size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = pread(fd, out.data() + done, out.size() - done,
-                      static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return ErrnoError(
-          errno, absl::StrCat("cannot read ", name, " at ", offset + done));
-    }
-    if (n == 0) {  // past the end: zeros
-      std::memset(out.data() + done, 0, out.size() - done);
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -52,7 +33,7 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::Open(
   }
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   std::vector<uint8_t> first(std::min(file_size, kHeaderReadBytes));
-  if (absl::Status s = PreadAll(fd, 0, first, name); !s.ok()) return s;
+  if (absl::Status s = ReadFully(fd, 0, first, name); !s.ok()) return s;
   absl::StatusOr<Qcow2Header> header = ParseQcow2Header(first, name);
   if (!header.ok()) return header.status();
   if (writable) {
@@ -71,12 +52,12 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::Open(
   }
   std::vector<uint8_t> l1(uint64_t{header->l1_size} * 8);
   std::vector<uint8_t> refcounts(header->refcount_table_entries() * 8);
-  if (absl::Status s = PreadAll(fd, header->l1_table_offset, l1, name);
+  if (absl::Status s = ReadFully(fd, header->l1_table_offset, l1, name);
       !s.ok()) {
     return s;
   }
   if (absl::Status s =
-          PreadAll(fd, header->refcount_table_offset, refcounts, name);
+          ReadFully(fd, header->refcount_table_offset, refcounts, name);
       !s.ok()) {
     return s;
   }
@@ -197,7 +178,7 @@ absl::Status Qcow2File::Apply(const WritePlan& plan) {
 
 absl::Status Qcow2File::ReadHost(uint64_t offset,
                                  std::span<uint8_t> out) const {
-  return PreadAll(fd_, offset, out, md_->name);
+  return ReadFully(fd_, offset, out, md_->name);
 }
 
 absl::Status Qcow2File::WriteHost(uint64_t offset,
@@ -206,17 +187,8 @@ absl::Status Qcow2File::WriteHost(uint64_t offset,
     return absl::FailedPreconditionError(
         absl::StrCat(md_->name, " is open read-only"));
   }
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = pwrite(fd_, data.data() + done, data.size() - done,
-                       static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return ErrnoError(
-          n < 0 ? errno : EIO,
-          absl::StrCat("cannot write ", md_->name, " at ", offset + done));
-    }
-    done += static_cast<size_t>(n);
+  if (absl::Status s = WriteFully(fd_, offset, data, md_->name); !s.ok()) {
+    return s;
   }
   md_->file_size = std::max(md_->file_size, offset + data.size());
   return absl::OkStatus();
