@@ -19,6 +19,7 @@ packages=(
   llvm             # llvm-symbolizer: sanitizer reports with file:line
   librbd-dev librados-dev  # the rbd engine (--disk rbd:POOL/IMAGE)
   ceph-mon ceph-osd ceph-common  # scripts/ceph-cluster.sh: the RBD tests' cluster
+  qemu-utils       # qemu-img, qemu-io: the independent judge of the qcow2 tests (tests/image)
   qemu-block-extra  # qemu-storage-daemon's rbd driver: bench/compare --rbd
   linux-perf       # perf: bench/spans traces the io_uring and fuse tracepoints
 )

@@ -1,13 +1,31 @@
-// pvdisk create PATH --size SIZE [--force]
+// pvdisk create PATH [--size SIZE] [--format raw|qcow2] [--cluster-size N]
+//               [--backing FILE] [--force]
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "base/size.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "image/qcow2/create.h"
 #include "io/image_file.h"
 
 namespace pvdisk::cli {
+namespace {
+
+constexpr const char* kCreateUsage =
+    "usage: pvdisk create PATH --size SIZE [--format raw|qcow2] "
+    "[--cluster-size N] [--backing FILE] [--force]";
+
+// What the user named is wrong (exists, bad size, no such folder or backing
+// file): 2. The system failed (no space, no permission): 1.
+int ExitFor(const absl::Status& status) {
+  const bool bad_input = absl::IsInvalidArgument(status) ||
+                         absl::IsAlreadyExists(status) ||
+                         absl::IsNotFound(status);
+  return bad_input ? kExitUsage : kExitFailure;
+}
+
+}  // namespace
 
 void PrintError(const std::string& message) {
   std::fprintf(stderr, "pvdisk: %s\n", message.c_str());
@@ -15,7 +33,15 @@ void PrintError(const std::string& message) {
 
 int RunCreate(const std::vector<std::string>& args) {
   const std::vector<FlagSpec> specs = {
-      {"size", true, false, "SIZE", "", "image size, e.g. 256M or 1G"},
+      {"size", true, false, "SIZE", "",
+       "image size, e.g. 256M or 1G (qcow2 with --backing: the backing "
+       "file's size if not given)"},
+      {"format", true, false, "raw|qcow2", "raw", "image format"},
+      {"cluster-size", true, false, "N", "64K",
+       "qcow2 cluster size, a power of two from 512 to 2M"},
+      {"backing", true, false, "FILE", "",
+       "qcow2 backing file (raw or qcow2; a relative name is relative to "
+       "PATH's folder)"},
       {"force", false, false, "", "", "overwrite an existing file"},
       {"help", false, false, "", "", "show this help"},
   };
@@ -25,38 +51,77 @@ int RunCreate(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (parsed->Has("help")) {
-    std::printf("usage: pvdisk create PATH --size SIZE [--force]\n%s",
-                FlagHelp(specs).c_str());
+    std::printf("%s\n%s", kCreateUsage, FlagHelp(specs).c_str());
     return kExitOk;
   }
   if (parsed->positional.size() != 1) {
     PrintError(
-        "create takes exactly one PATH (usage: pvdisk create PATH "
-        "--size SIZE [--force])");
+        absl::StrCat("create takes exactly one PATH (", kCreateUsage, ")"));
     return kExitUsage;
   }
-  if (!parsed->Has("size")) {
+  const std::string format = parsed->Get("format", "raw");
+  if (format != "raw" && format != "qcow2") {
+    PrintError(absl::StrCat("--format: unknown format '", format,
+                            "'; allowed raw, qcow2"));
+    return kExitUsage;
+  }
+  if (format == "raw" &&
+      (parsed->Has("cluster-size") || parsed->Has("backing"))) {
+    PrintError(absl::StrCat("--",
+                            parsed->Has("backing") ? "backing" : "cluster-size",
+                            " needs --format qcow2"));
+    return kExitUsage;
+  }
+  const bool size_optional = format == "qcow2" && parsed->Has("backing");
+  if (!parsed->Has("size") && !size_optional) {
     PrintError("create needs --size SIZE, e.g. --size 256M");
     return kExitUsage;
   }
-  absl::StatusOr<uint64_t> size = ParseSize(parsed->Get("size", ""));
-  if (!size.ok()) {
-    PrintError(absl::StrCat("--size: ", size.status().message()));
-    return kExitUsage;
+  uint64_t size = 0;
+  if (parsed->Has("size")) {
+    absl::StatusOr<uint64_t> parsed_size = ParseSize(parsed->Get("size", ""));
+    if (!parsed_size.ok()) {
+      PrintError(absl::StrCat("--size: ", parsed_size.status().message()));
+      return kExitUsage;
+    }
+    size = *parsed_size;
   }
   const std::string& path = parsed->positional[0];
-  absl::Status created = io::CreateImage(path, *size, parsed->Has("force"));
+
+  if (format == "raw") {
+    absl::Status created = io::CreateImage(path, size, parsed->Has("force"));
+    if (!created.ok()) {
+      PrintError(std::string(created.message()));
+      return ExitFor(created);
+    }
+    std::printf("pvdisk: created %s, %s sparse raw image\n", path.c_str(),
+                FormatSize(size).c_str());
+    return kExitOk;
+  }
+
+  image::qcow2::CreateOptions options;
+  options.size = size;
+  options.force = parsed->Has("force");
+  options.backing = parsed->Get("backing", "");
+  if (parsed->Has("cluster-size")) {
+    absl::StatusOr<uint64_t> cluster =
+        ParseSize(parsed->Get("cluster-size", ""));
+    if (!cluster.ok()) {
+      PrintError(absl::StrCat("--cluster-size: ", cluster.status().message(),
+                              "; allowed a power of two from 512 to 2M"));
+      return kExitUsage;
+    }
+    options.cluster_size = *cluster;
+  }
+  absl::Status created = image::qcow2::CreateQcow2(path, options);
   if (!created.ok()) {
     PrintError(std::string(created.message()));
-    // What the user named is wrong (exists, bad size, no such folder): 2.
-    // The system failed (no space, no permission): 1.
-    bool bad_input = absl::IsInvalidArgument(created) ||
-                     absl::IsAlreadyExists(created) ||
-                     absl::IsNotFound(created);
-    return bad_input ? kExitUsage : kExitFailure;
+    return ExitFor(created);
   }
-  std::printf("pvdisk: created %s, %s sparse raw image\n", path.c_str(),
-              FormatSize(*size).c_str());
+  std::printf("pvdisk: created %s, qcow2 image%s\n", path.c_str(),
+              options.backing.empty()
+                  ? ""
+                  : absl::StrCat(" over ", options.backing).c_str());
   return kExitOk;
 }
 

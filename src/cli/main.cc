@@ -11,7 +11,9 @@ constexpr const char* kUsage =
     "usage: pvdisk COMMAND [ARGS]\n"
     "\n"
     "commands:\n"
-    "  create PATH --size SIZE [--force]    make a sparse raw image\n"
+    "  create PATH --size SIZE [...]        make a sparse raw or qcow2 image\n"
+    "  info IMAGE [--json]                  an image's format, size and "
+    "backing chain\n"
     "  mount MOUNTPOINT --disk IMAGE [...]  serve images as files through "
     "FUSE\n"
     "  unmount MOUNTPOINT                   stop the daemon cleanly and "
@@ -48,8 +50,10 @@ int main(int argc, char** argv) {
   if (command == "__backend") return RunBackend(args);
   if (command == "stat") return RunStat(args);
   if (command == "list") return RunList(args);
-  PrintError("unknown command '" + command +
-             "'; allowed: create, mount, unmount, stat, list, --version (see "
-             "pvdisk --help)");
+  if (command == "info") return RunInfo(args);
+  PrintError(
+      "unknown command '" + command +
+      "'; allowed: create, info, mount, unmount, stat, list, --version (see "
+      "pvdisk --help)");
   return kExitUsage;
 }

@@ -53,6 +53,43 @@ TEST(RunCreateTest, BadInputIsAUsageError) {
   EXPECT_FALSE(fs::exists(path));
 }
 
+// qcow2: the image is judged by qemu-img check; raw stays the default.
+TEST(RunCreateTest, CreatesQcow2ImagesQemuImgAccepts) {
+  TempDir dir;
+  const std::string base = dir.File("base.qcow2");
+  const std::string top = dir.File("top.qcow2");
+  ASSERT_EQ(RunCreate({base, "--size", "8M", "--format", "qcow2",
+                       "--cluster-size", "4K"}),
+            kExitOk);
+  ASSERT_EQ(RunCreate({top, "--format=qcow2", "--backing", "base.qcow2"}),
+            kExitOk);
+  for (const std::string& image : {base, top}) {
+    const std::string check = "qemu-img check -q '" + image + "'";
+    EXPECT_EQ(std::system(check.c_str()), 0) << check;
+    const std::string io =
+        "qemu-io -c 'read -P 0 0 64k' '" + image + "' >/dev/null";
+    EXPECT_EQ(std::system(io.c_str()), 0) << io;
+  }
+}
+
+TEST(RunCreateTest, BadQcow2InputIsAUsageErrorAndCreatesNothing) {
+  TempDir dir;
+  const std::string path = dir.File("disk.qcow2");
+  EXPECT_EQ(RunCreate({path, "--size=1M", "--format=vmdk"}), kExitUsage);
+  EXPECT_EQ(
+      RunCreate({path, "--size=1M", "--format=qcow2", "--cluster-size=3000"}),
+      kExitUsage);
+  EXPECT_EQ(
+      RunCreate({path, "--size=1M", "--format=qcow2", "--cluster-size=4M"}),
+      kExitUsage);
+  EXPECT_EQ(RunCreate({path, "--format=qcow2", "--backing=missing.qcow2"}),
+            kExitUsage);
+  EXPECT_EQ(RunCreate({path, "--size=1M", "--cluster-size=4K"}),
+            kExitUsage);  // raw has no clusters
+  EXPECT_EQ(RunCreate({path, "--format=qcow2"}), kExitUsage);  // no size
+  EXPECT_FALSE(fs::exists(path));
+}
+
 TEST(RunCreateTest, Help) { EXPECT_EQ(RunCreate({"--help"}), kExitOk); }
 
 }  // namespace

@@ -22,7 +22,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import docslib  # noqa: E402
 
-COMMANDS = ["create", "mount", "unmount", "stat", "list"]
+COMMANDS = ["create", "info", "mount", "unmount", "stat", "list"]
 BENCH_TOOLS = ["compare", "delay", "experiments", "spans"]
 
 REFERENCE = os.path.join(docslib.REPO, "docs", "reference.md")

@@ -51,10 +51,14 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16}
 # -timeout: an input that runs this long is a hang, and a finding.
 # -max_len: 1 KiB holds a ring script of about 60 steps (a full 256-entry
 # ring of requests, or a dozen requests with their data); longer inputs only
-# make each run slower.
+# make each run slower. A qcow2 input is an image file: 8 KiB holds one of
+# 512-byte clusters with its header, refcount table and block, L1 and L2
+# tables and a few data clusters.
+max_len=1024
+case $name in qcow2*) max_len=8192 ;; esac
 start=$(date +%s)
 "$fuzzer" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
-  -max_len=1024 \
+  -max_len="$max_len" \
   -print_final_stats=1 -artifact_prefix="$work/findings/" "$@" \
   "$work/corpus" "$seeds" >"$log" 2>&1
 status=$?

@@ -1,0 +1,75 @@
+#include "image/qcow2/mapping.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+
+namespace pvdisk::image::qcow2 {
+
+absl::StatusOr<MapStep> MapVirtual(Qcow2Metadata& md, uint64_t voff) {
+  const Qcow2Header& h = md.header;
+  if (voff >= h.size) {
+    return absl::OutOfRangeError(
+        absl::StrCat(md.name, ": virtual offset ", voff,
+                     " is past the virtual size ", h.size));
+  }
+  const uint64_t cluster = h.cluster_size();
+  const uint64_t l1_index = voff / h.bytes_per_l2();
+  const uint64_t l2_index = (voff / cluster) % h.l2_entries();
+  const uint64_t within = voff % cluster;
+  Mapping m;
+  m.bytes = std::min(cluster - within, h.size - voff);
+
+  auto range_error = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat(md.name, ": virtual offset ", voff,
+                                            " (cluster ", voff / cluster,
+                                            "): ", what));
+  };
+  if (md.l1_fault[l1_index] != EntryFault::kNone) {
+    return range_error(
+        absl::StrCat("L1 entry ", l1_index, " (0x", absl::Hex(md.l1[l1_index]),
+                     "): ", EntryFaultName(md.l1_fault[l1_index])));
+  }
+  const uint64_t table = md.L2TableOffset(l1_index);
+  if (table == 0) return MapStep(m);  // unallocated
+  std::optional<uint64_t> raw = md.l2_cache.Entry64(table, l2_index);
+  if (!raw.has_value()) return MapStep(NeedTable{table});
+
+  const L2Entry e = DecodeL2Entry(*raw, h.version);
+  auto entry_error = [&](const char* why) {
+    return range_error(absl::StrCat("L2 entry ", l2_index, " (0x",
+                                    absl::Hex(*raw), ") of the table at ",
+                                    table, ": ", why));
+  };
+  if (e.kind == L2Kind::kCompressed) {
+    m.kind = L2Kind::kCompressed;
+    return MapStep(m);
+  }
+  if (e.reserved_bits)
+    return entry_error(EntryFaultName(EntryFault::kReservedBits));
+  m.kind = e.kind;
+  if (e.kind == L2Kind::kUnallocated) return MapStep(m);
+  if (e.host_offset != 0) {
+    if (e.host_offset % cluster != 0) {
+      return entry_error(EntryFaultName(EntryFault::kUnaligned));
+    }
+    // A data cluster starts inside the file; its tail may lie past the end
+    // (a file not yet grown to the whole cluster reads as zeros there).
+    if (e.host_offset >= md.file_size) {
+      return entry_error(EntryFaultName(EntryFault::kPastEnd));
+    }
+    if (std::optional<Region> region =
+            md.layout.Overlap(e.host_offset, cluster)) {
+      return entry_error(absl::StrCat("inside ", RegionName(*region)).c_str());
+    }
+  }
+  m.host_cluster = e.host_offset;
+  if (e.kind == L2Kind::kData) {
+    m.host_offset = e.host_offset + within;
+    m.writable_in_place = e.copied && (md.l1[l1_index] & kCopied) != 0;
+  }
+  return MapStep(m);
+}
+
+}  // namespace pvdisk::image::qcow2

@@ -1,0 +1,226 @@
+#include "image/qcow2/qcow2_file.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/errno_status.h"
+#include "image/qcow2/endian.h"
+#include "image/qcow2/entries.h"
+#include "image/qcow2/features.h"
+#include "image/qcow2/file_io.h"
+#include "image/qcow2/update.h"
+
+namespace pvdisk::image::qcow2 {
+namespace {
+
+// The header and everything it refers to lie in the first cluster, at most
+// 2 MiB.
+constexpr uint64_t kHeaderReadBytes = uint64_t{1} << kMaxClusterBits;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::Open(
+    int fd, const std::string& name, bool writable, size_t l2_cache_tables) {
+  struct stat st = {};
+  if (fstat(fd, &st) != 0) {
+    return ErrnoError(errno, absl::StrCat("cannot stat ", name));
+  }
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  std::vector<uint8_t> first(std::min(file_size, kHeaderReadBytes));
+  if (absl::Status s = ReadFully(fd, 0, first, name); !s.ok()) return s;
+  absl::StatusOr<Qcow2Header> header = ParseQcow2Header(first, name);
+  if (!header.ok()) return header.status();
+  if (writable) {
+    if (absl::Status s = CheckIncompatibleFeatures(
+            header->incompatible_features, /*writable=*/true, name);
+        !s.ok()) {
+      return s;
+    }
+  }
+  // The layout check bounds both tables by the file's size before they are
+  // read.
+  if (absl::StatusOr<MetadataLayout> layout =
+          CheckQcow2Layout(*header, file_size, name);
+      !layout.ok()) {
+    return layout.status();
+  }
+  std::vector<uint8_t> l1(uint64_t{header->l1_size} * 8);
+  std::vector<uint8_t> refcounts(header->refcount_table_entries() * 8);
+  if (absl::Status s = ReadFully(fd, header->l1_table_offset, l1, name);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          ReadFully(fd, header->refcount_table_offset, refcounts, name);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::unique_ptr<Qcow2Metadata>> md = BuildQcow2Metadata(
+      *header, file_size, l1, refcounts, name, l2_cache_tables);
+  if (!md.ok()) return md.status();
+  std::unique_ptr<Qcow2File> file(new Qcow2File(fd, writable, std::move(*md)));
+  if (writable) {
+    if (absl::Status s = file->Apply(ClearAutoclear(*file->md_)); !s.ok()) {
+      return s;
+    }
+  }
+  return file;
+}
+
+absl::Status Qcow2File::Load(TableCache& cache, uint64_t offset) {
+  std::vector<uint8_t> table(cache.table_bytes());
+  if (absl::Status s = ReadHost(offset, table); !s.ok()) return s;
+  cache.Insert(offset, std::move(table));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Mapping> Qcow2File::Map(uint64_t voff) {
+  // Two rounds: the first may load the table, the second finds it (another
+  // thread's load could evict it in between; then a third, and so on).
+  for (int round = 0; round < 8; ++round) {
+    absl::StatusOr<MapStep> step = MapVirtual(*md_, voff);
+    if (!step.ok()) return step.status();
+    if (auto* m = std::get_if<Mapping>(&*step)) return *m;
+    if (absl::Status s = Load(md_->l2_cache, std::get<NeedTable>(*step).offset);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::UnavailableError(
+      absl::StrCat(md_->name, ": the L2 cache keeps evicting a table"));
+}
+
+absl::StatusOr<uint64_t> Qcow2File::AllocateCluster(WritePlan& plan) {
+  for (int round = 0; round < 8; ++round) {
+    auto got = allocator_.Allocate(plan);
+    if (!got.ok()) return got.status();
+    if (auto* a = std::get_if<Allocated>(&*got)) return a->host_offset;
+    if (absl::Status s =
+            Load(md_->refblock_cache, std::get<NeedTable>(*got).offset);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::UnavailableError("the refcount block cache keeps evicting");
+}
+
+absl::Status Qcow2File::EnsureL2Table(uint64_t voff, WritePlan& plan) {
+  for (int round = 0; round < 8; ++round) {
+    auto got = qcow2::EnsureL2Table(*md_, allocator_, voff, plan);
+    if (!got.ok()) return got.status();
+    if (std::holds_alternative<Done>(*got)) return absl::OkStatus();
+    if (absl::Status s =
+            Load(md_->refblock_cache, std::get<NeedTable>(*got).offset);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::UnavailableError("the refcount block cache keeps evicting");
+}
+
+absl::Status Qcow2File::SetL2Entry(uint64_t voff, uint64_t raw,
+                                   WritePlan& plan) {
+  for (int round = 0; round < 8; ++round) {
+    auto got = qcow2::SetL2Entry(*md_, voff, raw, plan);
+    if (!got.ok()) return got.status();
+    if (std::holds_alternative<Done>(*got)) return absl::OkStatus();
+    if (absl::Status s = Load(md_->l2_cache, std::get<NeedTable>(*got).offset);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::UnavailableError("the L2 cache keeps evicting");
+}
+
+absl::Status Qcow2File::Release(uint64_t host_offset, WritePlan& plan) {
+  for (int round = 0; round < 8; ++round) {
+    auto got = allocator_.Release(host_offset, plan);
+    if (!got.ok()) return got.status();
+    if (std::holds_alternative<Done>(*got)) return absl::OkStatus();
+    if (absl::Status s =
+            Load(md_->refblock_cache, std::get<NeedTable>(*got).offset);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::UnavailableError("the refcount block cache keeps evicting");
+}
+
+absl::StatusOr<uint64_t> Qcow2File::Refcount(uint64_t host_offset) {
+  for (int round = 0; round < 8; ++round) {
+    auto got = allocator_.Refcount(host_offset);
+    if (!got.ok()) return got.status();
+    if (auto* n = std::get_if<uint64_t>(&*got)) return *n;
+    if (absl::Status s =
+            Load(md_->refblock_cache, std::get<NeedTable>(*got).offset);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::UnavailableError("the refcount block cache keeps evicting");
+}
+
+absl::Status Qcow2File::Apply(const WritePlan& plan) {
+  for (const MetadataWrite& w : plan) {
+    if (w.barrier_before) {
+      if (absl::Status s = Flush(); !s.ok()) return s;
+    }
+    if (absl::Status s = WriteHost(w.offset, w.bytes); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Qcow2File::ReadHost(uint64_t offset,
+                                 std::span<uint8_t> out) const {
+  return ReadFully(fd_, offset, out, md_->name);
+}
+
+absl::Status Qcow2File::WriteHost(uint64_t offset,
+                                  std::span<const uint8_t> data) {
+  if (!writable_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(md_->name, " is open read-only"));
+  }
+  if (absl::Status s = WriteFully(fd_, offset, data, md_->name); !s.ok()) {
+    return s;
+  }
+  md_->file_size = std::max(md_->file_size, offset + data.size());
+  return absl::OkStatus();
+}
+
+absl::Status Qcow2File::Flush() {
+  if (fdatasync(fd_) != 0) {
+    return ErrnoError(errno, absl::StrCat("cannot flush ", md_->name));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Qcow2File::AllocatedBytes() {
+  const Qcow2Header& h = md_->header;
+  const uint64_t cluster = h.cluster_size();
+  uint64_t total = 0;
+  for (uint64_t i = 0; i < md_->l1.size(); ++i) {
+    const uint64_t table = md_->L2TableOffset(i);
+    if (table == 0) continue;
+    std::vector<uint8_t> bytes(cluster);
+    if (absl::Status s = ReadHost(table, bytes); !s.ok()) return s;
+    for (uint64_t j = 0; j < h.l2_entries(); ++j) {
+      const uint64_t voff = (i * h.l2_entries() + j) * cluster;
+      if (voff >= h.size) break;
+      const L2Entry e =
+          DecodeL2Entry(LoadBe64(bytes.data() + 8 * j), h.version);
+      if (e.kind == L2Kind::kData || e.kind == L2Kind::kCompressed) {
+        total += std::min(cluster, h.size - voff);
+      }
+    }
+  }
+  return total;
+}
+
+}  // namespace pvdisk::image::qcow2

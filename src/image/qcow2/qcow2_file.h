@@ -1,0 +1,68 @@
+// Qcow2File: the synchronous driver of one qcow2 file: it opens the file's
+// metadata (header, L1 and refcount tables; Qcow2Metadata) and carries out
+// what the I/O-free core asks for with pread/pwrite/fdatasync on the
+// descriptor: it loads the tables MapVirtual and the allocator answer
+// NeedTable for, and it carries out WritePlans, turning each barrier into
+// an fdatasync. For the control path (create, info, tests); the request
+// path will drive the same core through engines.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "image/qcow2/allocator.h"
+#include "image/qcow2/mapping.h"
+#include "image/qcow2/metadata.h"
+#include "image/qcow2/write_plan.h"
+
+namespace pvdisk::image::qcow2 {
+
+class Qcow2File {
+ public:
+  // Opens the qcow2 metadata of `fd` (borrowed; it must outlive this).
+  // `writable` also refuses what cannot be written (the dirty bit) and
+  // clears the autoclear bits in the file.
+  static absl::StatusOr<std::unique_ptr<Qcow2File>> Open(
+      int fd, const std::string& name, bool writable,
+      size_t l2_cache_tables = kDefaultL2CacheTables);
+
+  Qcow2Metadata& metadata() { return *md_; }
+  const Qcow2Header& header() const { return md_->header; }
+  ClusterAllocator& allocator() { return allocator_; }
+
+  // The mapping of `voff`, loading its L2 table if needed.
+  absl::StatusOr<Mapping> Map(uint64_t voff);
+  // Allocator and update.h steps, loading what they need; each appends to
+  // `plan`, which the caller then carries out with Apply.
+  absl::StatusOr<uint64_t> AllocateCluster(WritePlan& plan);
+  absl::Status EnsureL2Table(uint64_t voff, WritePlan& plan);
+  absl::Status SetL2Entry(uint64_t voff, uint64_t raw, WritePlan& plan);
+  absl::Status Release(uint64_t host_offset, WritePlan& plan);
+  absl::StatusOr<uint64_t> Refcount(uint64_t host_offset);
+  // Carries out `plan` in order, with an fdatasync for each barrier.
+  absl::Status Apply(const WritePlan& plan);
+
+  // Reads host bytes; past the end of the file they read as zeros.
+  absl::Status ReadHost(uint64_t offset, std::span<uint8_t> out) const;
+  absl::Status WriteHost(uint64_t offset, std::span<const uint8_t> data);
+  absl::Status Flush();
+
+  // Bytes of data clusters the L2 tables name (clipped to the virtual size).
+  absl::StatusOr<uint64_t> AllocatedBytes();
+
+ private:
+  Qcow2File(int fd, bool writable, std::unique_ptr<Qcow2Metadata> md)
+      : fd_(fd), writable_(writable), md_(std::move(md)), allocator_(*md_) {}
+  absl::Status Load(TableCache& cache, uint64_t offset);
+
+  const int fd_;
+  const bool writable_;
+  std::unique_ptr<Qcow2Metadata> md_;
+  ClusterAllocator allocator_;
+};
+
+}  // namespace pvdisk::image::qcow2

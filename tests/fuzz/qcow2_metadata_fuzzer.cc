@@ -1,0 +1,193 @@
+// Fuzzes the qcow2 core (src/image/qcow2/) with the input as an image file:
+// the header and its extensions are parsed, the layout checked, the L1 and
+// refcount tables built, every cluster of the disk mapped (tables loaded
+// from the input as the mapper asks for them), and then clusters allocated
+// and named by L2 entries, with the write plans carried out on the
+// in-memory file. Properties: no crash or undefined behaviour; a refusal
+// is InvalidArgument (header, layout) or DataLoss (a range); a data
+// mapping lies inside the file, aligned, clear of metadata; an allocated
+// cluster maps back where it was put and has refcount 1.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <variant>
+#include <vector>
+
+#include "fuzz_input.h"
+#include "image/qcow2/allocator.h"
+#include "image/qcow2/entries.h"
+#include "image/qcow2/features.h"
+#include "image/qcow2/header.h"
+#include "image/qcow2/mapping.h"
+#include "image/qcow2/metadata.h"
+#include "image/qcow2/update.h"
+
+namespace {
+
+using namespace pvdisk::image::qcow2;
+
+// The image file, growing as plans write past its end (bounded).
+struct File {
+  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> Read(uint64_t offset, uint64_t length) const {
+    std::vector<uint8_t> out(length, 0);
+    if (length > 0 && offset < bytes.size()) {
+      const uint64_t n = std::min<uint64_t>(length, bytes.size() - offset);
+      std::memcpy(out.data(), bytes.data() + offset, n);
+    }
+    return out;
+  }
+  bool Write(uint64_t offset, const std::vector<uint8_t>& data) {
+    if (offset > (8u << 20) || offset + data.size() > (8u << 20)) return false;
+    if (data.empty()) return true;
+    if (bytes.size() < offset + data.size()) bytes.resize(offset + data.size());
+    std::memcpy(bytes.data() + offset, data.data(), data.size());
+    return true;
+  }
+};
+
+// Carries out a plan; false if it would grow the file past the bound.
+bool Apply(File& file, Qcow2Metadata& md, const WritePlan& plan) {
+  for (const MetadataWrite& w : plan) {
+    if (!file.Write(w.offset, w.bytes)) return false;
+    md.file_size = std::max<uint64_t>(md.file_size, w.offset + w.bytes.size());
+  }
+  return true;
+}
+
+// Maps `voff`, loading L2 tables from the file; checks what comes back.
+absl::StatusOr<Mapping> Map(Qcow2Metadata& md, const File& file,
+                            uint64_t voff) {
+  for (int round = 0; round < 3; ++round) {
+    absl::StatusOr<MapStep> step = MapVirtual(md, voff);
+    if (!step.ok()) {
+      FUZZ_CHECK(absl::IsDataLoss(step.status()),
+                 "a range refused with a code other than DataLoss");
+      return step.status();
+    }
+    if (auto* m = std::get_if<Mapping>(&*step)) {
+      const uint64_t cluster = md.cluster_size();
+      FUZZ_CHECK(m->bytes > 0 && m->bytes <= cluster,
+                 "a mapping longer than a cluster");
+      FUZZ_CHECK(voff + m->bytes <= md.header.size,
+                 "a mapping past the virtual size");
+      if (m->kind == L2Kind::kData) {
+        FUZZ_CHECK(m->host_cluster % cluster == 0, "an unaligned data cluster");
+        FUZZ_CHECK(m->host_cluster < md.file_size,
+                   "a data cluster past the end of the file");
+        FUZZ_CHECK(!md.layout.Overlap(m->host_cluster, cluster).has_value(),
+                   "a data cluster inside metadata");
+        FUZZ_CHECK(m->host_offset == m->host_cluster + voff % cluster,
+                   "the host offset is not the virtual offset's place");
+      }
+      return *m;
+    }
+    const uint64_t table = std::get<NeedTable>(*step).offset;
+    FUZZ_CHECK(md.layout.Overlap(table, 1) == Region::kL2Table,
+               "asked for an L2 table the layout does not hold");
+    md.l2_cache.Insert(table, file.Read(table, md.cluster_size()));
+  }
+  FUZZ_CHECK(false, "the mapper asked for a table it was given");
+  return absl::InternalError("unreachable");
+}
+
+template <typename Step>
+auto Drive(Qcow2Metadata& md, const File& file, Step step) -> decltype(step()) {
+  for (int round = 0;; ++round) {
+    auto got = step();
+    if (!got.ok() || round == 4) return got;
+    bool loaded = false;
+    std::visit(
+        [&](auto& v) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(v)>, NeedTable>) {
+            TableCache& cache =
+                md.layout.Overlap(v.offset, 1) == Region::kL2Table
+                    ? md.l2_cache
+                    : md.refblock_cache;
+            cache.Insert(v.offset, file.Read(v.offset, md.cluster_size()));
+            loaded = true;
+          }
+        },
+        *got);
+    if (!loaded) return got;
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  File file{std::vector<uint8_t>(data, data + size)};
+  absl::StatusOr<Qcow2Header> header =
+      ParseQcow2Header(std::span<const uint8_t>(data, size), "fuzz");
+  if (!header.ok()) {
+    FUZZ_CHECK(absl::IsInvalidArgument(header.status()),
+               "a header refused with a code other than InvalidArgument");
+    return 0;
+  }
+  FUZZ_CHECK(header->cluster_bits >= 9 && header->cluster_bits <= 21,
+             "cluster_bits out of range accepted");
+  FUZZ_CHECK(header->refcount_order <= 6, "refcount_order above 6 accepted");
+  FUZZ_CHECK(header->l1_size <= kMaxL1Entries, "an oversized L1 accepted");
+  const uint64_t file_size = size;
+  absl::StatusOr<MetadataLayout> layout =
+      CheckQcow2Layout(*header, file_size, "fuzz");
+  if (!layout.ok()) {
+    FUZZ_CHECK(absl::IsInvalidArgument(layout.status()),
+               "a layout refused with a code other than InvalidArgument");
+    return 0;
+  }
+  std::vector<uint8_t> l1 =
+      file.Read(header->l1_table_offset, uint64_t{header->l1_size} * 8);
+  std::vector<uint8_t> refcounts = file.Read(
+      header->refcount_table_offset, header->refcount_table_entries() * 8);
+  absl::StatusOr<std::unique_ptr<Qcow2Metadata>> built =
+      BuildQcow2Metadata(*header, file_size, l1, refcounts, "fuzz", 2, 2);
+  FUZZ_CHECK(built.ok(), "a checked layout refused by BuildQcow2Metadata");
+  Qcow2Metadata& md = **built;
+
+  // Map clusters spread over the whole disk (at most 256).
+  const uint64_t cluster = md.cluster_size();
+  const uint64_t clusters = (header->size + cluster - 1) / cluster;
+  const uint64_t stride = std::max<uint64_t>(1, clusters / 256);
+  for (uint64_t c = 0; c < clusters; c += stride) {
+    (void)Map(md, file, c * cluster + (c % 7) * 64 % cluster);
+  }
+
+  // Allocate and name a few clusters, as a write would.
+  if (!CheckIncompatibleFeatures(header->incompatible_features, true, "fuzz")
+           .ok()) {
+    return 0;
+  }
+  ClusterAllocator allocator(md);
+  for (uint64_t c = 0; c < clusters && c < 64; c += 1 + c / 4) {
+    const uint64_t voff = c * cluster;
+    WritePlan plan;
+    auto l2 = Drive(md, file,
+                    [&] { return EnsureL2Table(md, allocator, voff, plan); });
+    if (!Apply(file, md, plan) || !l2.ok()) return 0;
+    plan.clear();
+    auto got = Drive(md, file, [&] { return allocator.Allocate(plan); });
+    if (!Apply(file, md, plan) || !got.ok()) return 0;
+    if (!std::holds_alternative<Allocated>(*got)) return 0;
+    const uint64_t host = std::get<Allocated>(*got).host_offset;
+    FUZZ_CHECK(host % cluster == 0, "an unaligned cluster allocated");
+    FUZZ_CHECK(!md.layout.Overlap(host, cluster).has_value(),
+               "a data cluster allocated inside metadata");
+    if (!file.Write(host, std::vector<uint8_t>(cluster, 0x5a))) return 0;
+    md.file_size = std::max<uint64_t>(md.file_size, host + cluster);
+    plan.clear();
+    auto set = Drive(md, file, [&] {
+      return SetL2Entry(md, voff, EncodeL2Data(host), plan);
+    });
+    if (!Apply(file, md, plan) || !set.ok()) return 0;
+    absl::StatusOr<Mapping> m = Map(md, file, voff);
+    FUZZ_CHECK(m.ok() && m->kind == L2Kind::kData && m->host_cluster == host,
+               "an allocated cluster does not map back where it was put");
+    auto count = Drive(md, file, [&] { return allocator.Refcount(host); });
+    FUZZ_CHECK(count.ok() && std::holds_alternative<uint64_t>(*count) &&
+                   std::get<uint64_t>(*count) == 1,
+               "an allocated cluster's refcount is not 1");
+  }
+  return 0;
+}

@@ -1,0 +1,374 @@
+// The qcow2 core without files: header parsing and its refusals, refcount
+// packing at every width, the table cache, the layout checks, and the
+// mapping state machine fed by hand (NeedTable, then the table).
+#include <cstring>
+#include <variant>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "image/qcow2/allocator.h"
+#include "image/qcow2/endian.h"
+#include "image/qcow2/entries.h"
+#include "image/qcow2/features.h"
+#include "image/qcow2/header.h"
+#include "image/qcow2/layout.h"
+#include "image/qcow2/mapping.h"
+#include "image/qcow2/metadata.h"
+#include "image/qcow2/table_cache.h"
+#include "image/qcow2/update.h"
+
+namespace pvdisk::image::qcow2 {
+namespace {
+
+// A valid v3 header of a 1 MiB image with 4 KiB clusters: refcount table
+// at 4K, L1 at 8K.
+Qcow2Header SmallHeader() {
+  Qcow2Header h;
+  h.cluster_bits = 12;
+  h.size = 1 << 20;
+  h.l1_size = 1;
+  h.l1_table_offset = 8192;
+  h.refcount_table_offset = 4096;
+  h.refcount_table_clusters = 1;
+  return h;
+}
+
+std::vector<uint8_t> Encoded(const Qcow2Header& h) {
+  absl::StatusOr<std::vector<uint8_t>> bytes = EncodeQcow2Header(h);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return *bytes;
+}
+
+std::string Refusal(const std::vector<uint8_t>& bytes) {
+  absl::StatusOr<Qcow2Header> h = ParseQcow2Header(bytes, "img");
+  EXPECT_FALSE(h.ok());
+  return h.ok() ? "" : std::string(h.status().message());
+}
+
+TEST(Qcow2HeaderTest, RoundTripsV3WithBackingAndFormat) {
+  Qcow2Header h = SmallHeader();
+  h.backing_file = "base.raw";
+  h.backing_format = "raw";
+  absl::StatusOr<Qcow2Header> got = ParseQcow2Header(Encoded(h), "img");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->version, 3u);
+  EXPECT_EQ(got->cluster_size(), 4096u);
+  EXPECT_EQ(got->size, 1u << 20);
+  EXPECT_EQ(got->backing_file, "base.raw");
+  EXPECT_EQ(got->backing_format, "raw");
+  EXPECT_EQ(got->refcount_bits(), 16u);
+}
+
+TEST(Qcow2HeaderTest, RoundTripsV2) {
+  Qcow2Header h = SmallHeader();
+  h.version = 2;
+  absl::StatusOr<Qcow2Header> got = ParseQcow2Header(Encoded(h), "img");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->version, 2u);
+  EXPECT_EQ(got->refcount_order, 4u);
+  EXPECT_EQ(got->header_length, kV2HeaderBytes);
+}
+
+TEST(Qcow2HeaderTest, RefusesEachBadFieldNamingIt) {
+  std::vector<uint8_t> b = Encoded(SmallHeader());
+  auto with = [&](size_t at, int width, uint64_t value) {
+    std::vector<uint8_t> copy = b;
+    if (width == 4) StoreBe32(copy.data() + at, static_cast<uint32_t>(value));
+    if (width == 8) StoreBe64(copy.data() + at, value);
+    return Refusal(copy);
+  };
+  EXPECT_NE(with(0, 4, 0x12345678).find("not a qcow2 image"),
+            std::string::npos);
+  EXPECT_NE(with(4, 4, 4).find("version 4"), std::string::npos);
+  EXPECT_NE(
+      with(20, 4, 8).find("cluster_bits 8 is out of range; allowed 9..21"),
+      std::string::npos);
+  EXPECT_NE(
+      with(20, 4, 31).find("cluster_bits 31 is out of range; allowed 9..21"),
+      std::string::npos);
+  EXPECT_NE(with(36, 4, 1u << 31).find("l1_size 2147483648 is too large"),
+            std::string::npos);
+  EXPECT_NE(
+      with(96, 4, 7).find("refcount_order 7 is not supported; allowed 0..6"),
+      std::string::npos);
+  EXPECT_NE(with(32, 4, 1).find("crypt_method 1"), std::string::npos);
+  EXPECT_NE(with(40, 8, 8192 + 512).find("l1_table_offset"), std::string::npos);
+  EXPECT_NE(with(48, 8, 0).find("refcount_table_offset 0"), std::string::npos);
+  EXPECT_NE(with(24, 8, 1000).find("virtual size 1000"), std::string::npos);
+  // 1 GiB needs 512 L1 entries with 4 KiB clusters; the header has 1.
+  EXPECT_NE(with(24, 8, 1ull << 30).find("l1_size 1 maps less"),
+            std::string::npos);
+  EXPECT_NE(with(72, 8, kIncompatCorrupt).find("bit 1 (corrupt)"),
+            std::string::npos);
+  EXPECT_NE(
+      with(72, 8, kIncompatExternalData).find("bit 2 (external data file)"),
+      std::string::npos);
+  EXPECT_NE(with(72, 8, kIncompatExtendedL2).find("bit 4 (extended L2)"),
+            std::string::npos);
+  EXPECT_NE(with(72, 8, 1ull << 9).find("bit 9 (unknown)"), std::string::npos);
+  EXPECT_NE(with(8, 8, 4000).find("backing_file_size 0"), std::string::npos);
+  EXPECT_NE(with(100, 4, 100).find("header_length 100"), std::string::npos);
+  EXPECT_NE(Refusal(std::vector<uint8_t>(b.begin(), b.begin() + 40))
+                .find("needs 72 bytes"),
+            std::string::npos);
+}
+
+TEST(Qcow2HeaderTest, ClusterBitsBoundaries) {
+  for (uint32_t bits : {9u, 21u}) {
+    Qcow2Header h = SmallHeader();
+    h.cluster_bits = bits;
+    h.l1_table_offset = h.refcount_table_offset = 0;
+    h.l1_table_offset = 2ull << bits;
+    h.refcount_table_offset = 1ull << bits;
+    h.l1_size = static_cast<uint32_t>(L1EntriesFor(h.size, bits));
+    EXPECT_TRUE(ParseQcow2Header(Encoded(h), "img").ok()) << bits;
+  }
+  std::vector<uint8_t> b = Encoded(SmallHeader());
+  StoreBe32(b.data() + 20, 22);
+  EXPECT_NE(Refusal(b).find("cluster_bits 22"), std::string::npos);
+  StoreBe64(b.data() + 72, 0);
+  StoreBe32(b.data() + 20, 12);
+  StoreBe32(b.data() + 96, 6);  // 64-bit refcounts: accepted
+  EXPECT_TRUE(ParseQcow2Header(b, "img").ok());
+}
+
+TEST(Qcow2HeaderTest, AcceptsDirtyAndLazyRefcountsAndSkipsUnknownExtensions) {
+  std::vector<uint8_t> b = Encoded(SmallHeader());
+  StoreBe64(b.data() + 72, kIncompatDirty);
+  StoreBe64(b.data() + 80, kCompatLazyRefcounts | (1ull << 7));
+  // An unknown extension of 5 bytes (padded to 8), then the end.
+  StoreBe32(b.data() + 104, 0x12345678);
+  StoreBe32(b.data() + 108, 5);
+  StoreBe32(b.data() + 120, 0);
+  absl::StatusOr<Qcow2Header> h = ParseQcow2Header(b, "img");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->incompatible_features, kIncompatDirty);
+  EXPECT_EQ(DescribeFeatures(h->incompatible_features, h->compatible_features,
+                             h->autoclear_features),
+            "dirty, lazy refcounts, compatible bit 7");
+}
+
+TEST(Qcow2HeaderTest, RefusesAnExtensionRunningPastTheCluster) {
+  std::vector<uint8_t> b = Encoded(SmallHeader());
+  StoreBe32(b.data() + 104, 0x12345678);
+  StoreBe32(b.data() + 108, 0xfffffff0);
+  EXPECT_NE(Refusal(b).find("runs past byte 4096"), std::string::npos);
+}
+
+TEST(Qcow2HeaderTest, ReadsTheFeatureNameTable) {
+  std::vector<uint8_t> b = Encoded(SmallHeader());
+  StoreBe32(b.data() + 104, kExtFeatureNames);
+  StoreBe32(b.data() + 108, 48);
+  b[112] = 0;
+  b[113] = 1;
+  std::memcpy(b.data() + 114, "corrupt bit", 11);
+  absl::StatusOr<Qcow2Header> h = ParseQcow2Header(b, "img");
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->feature_names.size(), 1u);
+  EXPECT_EQ(h->feature_names[0].name, "corrupt bit");
+  EXPECT_EQ(h->feature_names[0].bit, 1);
+}
+
+TEST(Qcow2EntriesTest, RefcountsOfEveryWidthStayApart) {
+  for (uint32_t order = 0; order <= 6; ++order) {
+    std::vector<uint8_t> block(512, 0);
+    const uint64_t count = 512 * 8 / (1u << order);
+    const uint64_t max = MaxRefcount(order);
+    for (uint64_t i = 0; i < count; ++i) {
+      SetRefcount(block, i, order, (i * 7 + 1) & max);
+    }
+    for (uint64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(GetRefcount(block, i, order), (i * 7 + 1) & max)
+          << "order " << order << " index " << i;
+      const ByteRange r = RefcountBytes(i, order);
+      EXPECT_LT(r.offset + r.length - 1, block.size());
+    }
+  }
+}
+
+TEST(Qcow2EntriesTest, DecodesL2Entries) {
+  EXPECT_EQ(DecodeL2Entry(0, 3).kind, L2Kind::kUnallocated);
+  EXPECT_EQ(DecodeL2Entry(1, 3).kind, L2Kind::kZero);
+  EXPECT_TRUE(DecodeL2Entry(1, 2).reserved_bits);  // no zero flag in v2
+  L2Entry data = DecodeL2Entry(EncodeL2Data(0x30000), 3);
+  EXPECT_EQ(data.kind, L2Kind::kData);
+  EXPECT_EQ(data.host_offset, 0x30000u);
+  EXPECT_TRUE(data.copied);
+  EXPECT_EQ(DecodeL2Entry(kL2Compressed | 0x1234, 3).kind, L2Kind::kCompressed);
+  EXPECT_TRUE(DecodeL2Entry(0x30000 | 0x2, 3).reserved_bits);
+}
+
+TEST(Qcow2TableCacheTest, EvictsLeastRecentlyUsedAndCounts) {
+  TableCache cache(2, 16);
+  cache.Insert(100, std::vector<uint8_t>(16, 1));
+  cache.Insert(200, std::vector<uint8_t>(16, 2));
+  EXPECT_TRUE(cache.Entry64(100, 0).has_value());  // 100 is now newest
+  cache.Insert(300, std::vector<uint8_t>(16, 3));  // evicts 200
+  EXPECT_FALSE(cache.Entry64(200, 0).has_value());
+  EXPECT_EQ(*cache.Entry64(300, 1), 0x0303030303030303u);
+  EXPECT_EQ(cache.hits(), 2u);
+  EXPECT_EQ(cache.misses(), 1u);
+  EXPECT_EQ(cache.size(), 2u);
+  EXPECT_FALSE(cache.Entry64(300, 2).has_value());  // past the table
+}
+
+TEST(Qcow2LayoutTest, RefusesOverlapsAndRegionsPastTheEnd) {
+  Qcow2Header h = SmallHeader();
+  EXPECT_TRUE(CheckQcow2Layout(h, 3 * 4096, "img").ok());
+  absl::Status past = CheckQcow2Layout(h, 2 * 4096, "img").status();
+  EXPECT_NE(past.message().find("runs past the end"), std::string::npos);
+  h.l1_table_offset = 4096;  // onto the refcount table
+  EXPECT_NE(CheckQcow2Layout(h, 3 * 4096, "img")
+                .status()
+                .message()
+                .find("overlaps the L1 table"),
+            std::string::npos);
+  h.l1_table_offset = 0;  // onto the header
+  h.l1_size = 1;
+  EXPECT_NE(CheckQcow2Layout(h, 3 * 4096, "img")
+                .status()
+                .message()
+                .find("overlaps the header"),
+            std::string::npos);
+}
+
+// The mapper asks for the L2 table, gets it, answers; bad entries are
+// errors of their range only.
+TEST(Qcow2MappingTest, AsksForTheTableThenMapsAndRefusesBadEntries) {
+  Qcow2Header h = SmallHeader();
+  h.l1_size = 2;
+  h.size = 2 * 512 * 4096;  // two L2 tables' worth
+  std::vector<uint8_t> l1(16, 0), refcounts(4096, 0);
+  StoreBe64(l1.data(), 3 * 4096 | kCopied);  // L2 table in cluster 3
+  StoreBe64(l1.data() + 8, 7 * 4096 + 100);  // unaligned
+  const uint64_t file_size = 8 * 4096;
+  absl::StatusOr<std::unique_ptr<Qcow2Metadata>> md =
+      BuildQcow2Metadata(h, file_size, l1, refcounts, "img");
+  ASSERT_TRUE(md.ok()) << md.status();
+  Qcow2Metadata& m = **md;
+
+  absl::StatusOr<MapStep> step = MapVirtual(m, 4096 + 10);
+  ASSERT_TRUE(step.ok());
+  ASSERT_TRUE(std::holds_alternative<NeedTable>(*step));
+  EXPECT_EQ(std::get<NeedTable>(*step).offset, 3u * 4096);
+
+  std::vector<uint8_t> l2(4096, 0);
+  StoreBe64(l2.data() + 8 * 1, EncodeL2Data(4 * 4096));   // cluster 1: data
+  StoreBe64(l2.data() + 8 * 2, kL2Zero);                  // cluster 2: zero
+  StoreBe64(l2.data() + 8 * 3, EncodeL2Data(20 * 4096));  // past the end
+  StoreBe64(l2.data() + 8 * 4, EncodeL2Data(4 * 4096 + 512));  // unaligned
+  StoreBe64(l2.data() + 8 * 5, EncodeL2Data(4096));            // refcount table
+  StoreBe64(l2.data() + 8 * 6, EncodeL2Data(3 * 4096));  // its own L2 table
+  m.l2_cache.Insert(3 * 4096, l2);
+
+  step = MapVirtual(m, 4096 + 10);
+  ASSERT_TRUE(step.ok());
+  const Mapping& data = std::get<Mapping>(*step);
+  EXPECT_EQ(data.kind, L2Kind::kData);
+  EXPECT_EQ(data.host_offset, 4u * 4096 + 10);
+  EXPECT_EQ(data.bytes, 4096u - 10);
+  EXPECT_TRUE(data.writable_in_place);
+  EXPECT_EQ(std::get<Mapping>(*MapVirtual(m, 2 * 4096)).kind, L2Kind::kZero);
+  EXPECT_EQ(std::get<Mapping>(*MapVirtual(m, 0)).kind, L2Kind::kUnallocated);
+  const char* faults[] = {"past the end", "not aligned",
+                          "inside the refcount table", "inside an L2 table"};
+  for (int i = 0; i < 4; ++i) {
+    absl::StatusOr<MapStep> bad = MapVirtual(m, (3 + i) * 4096);
+    ASSERT_FALSE(bad.ok()) << i;
+    EXPECT_TRUE(absl::IsDataLoss(bad.status()));
+    EXPECT_NE(bad.status().message().find(faults[i]), std::string::npos)
+        << bad.status();
+  }
+  absl::StatusOr<MapStep> unaligned_l1 = MapVirtual(m, 512 * 4096);
+  ASSERT_FALSE(unaligned_l1.ok());
+  EXPECT_NE(unaligned_l1.status().message().find("L1 entry 1"),
+            std::string::npos);
+  EXPECT_TRUE(absl::IsOutOfRange(MapVirtual(m, h.size).status()));
+}
+
+// The crash-safe order, in the plans themselves: the new refcount block
+// and the refcount come before the entries that name the clusters, those
+// entries after a barrier, and a refcount drop after one.
+TEST(Qcow2UpdateTest, PlansKeepTheCrashSafeOrder) {
+  Qcow2Header h = SmallHeader();
+  std::vector<uint8_t> l1(8, 0), refcounts(4096, 0);
+  // Three clusters (header, refcount table, L1) counted by a block in 3.
+  StoreBe64(refcounts.data(), 3 * 4096);
+  absl::StatusOr<std::unique_ptr<Qcow2Metadata>> md =
+      BuildQcow2Metadata(h, 4 * 4096, l1, refcounts, "img");
+  ASSERT_TRUE(md.ok()) << md.status();
+  Qcow2Metadata& m = **md;
+  ClusterAllocator allocator(m);
+  WritePlan plan;
+  auto l2 = EnsureL2Table(m, allocator, 8192, plan);
+  ASSERT_TRUE(l2.ok());
+  ASSERT_TRUE(std::holds_alternative<NeedTable>(*l2));  // the block
+  std::vector<uint8_t> block(4096, 0);
+  for (int c = 0; c < 4; ++c) SetRefcount(block, c, 4, 1);
+  m.refblock_cache.Insert(3 * 4096, block);
+  l2 = EnsureL2Table(m, allocator, 8192, plan);
+  ASSERT_TRUE(l2.ok() && std::holds_alternative<Done>(*l2));
+  // refcount of the table (cluster 4), the zeroed table, then the L1 entry.
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].offset, 3u * 4096 + 2 * 4);
+  EXPECT_EQ(plan[1].offset, 4u * 4096);
+  EXPECT_EQ(plan[2].offset, h.l1_table_offset);
+  EXPECT_TRUE(plan[2].barrier_before);
+  EXPECT_EQ(LoadBe64(plan[2].bytes.data()), (4u * 4096) | kCopied);
+
+  plan.clear();
+  auto got = allocator.Allocate(plan);
+  ASSERT_TRUE(got.ok() && std::holds_alternative<Allocated>(*got));
+  EXPECT_EQ(std::get<Allocated>(*got).host_offset, 5u * 4096);
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].offset, 3u * 4096 + 2 * 5);
+  EXPECT_EQ(LoadBe16(plan[0].bytes.data()), 1);
+  ASSERT_TRUE(SetL2Entry(m, 8192, EncodeL2Data(5 * 4096), plan).ok());
+  ASSERT_EQ(plan.size(), 2u);
+  EXPECT_TRUE(plan[1].barrier_before);
+  EXPECT_EQ(plan[1].offset, 4u * 4096 + 8 * 2);
+  m.file_size = 6 * 4096;  // as if the plans and the data were written
+  Mapping mapped = std::get<Mapping>(*MapVirtual(m, 8192 + 1));
+  EXPECT_EQ(mapped.host_offset, 5u * 4096 + 1);
+
+  plan.clear();
+  ASSERT_TRUE(allocator.Release(5 * 4096, plan).ok());
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_TRUE(plan[0].barrier_before);
+  EXPECT_EQ(LoadBe16(plan[0].bytes.data()), 0);
+  // The freed cluster is the next one handed out.
+  plan.clear();
+  got = allocator.Allocate(plan);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(std::get<Allocated>(*got).host_offset, 5u * 4096);
+}
+
+// A cluster past what any refcount block covers gets a new block, placed
+// in that cluster and counting itself, named by the table after a barrier.
+TEST(Qcow2UpdateTest, ANewRefcountBlockCountsItself) {
+  Qcow2Header h = SmallHeader();
+  h.cluster_bits = 9;  // 256 refcounts per block
+  h.refcount_table_offset = 512;
+  h.l1_table_offset = 1024;
+  h.l1_size = static_cast<uint32_t>(L1EntriesFor(h.size, 9));
+  std::vector<uint8_t> l1(h.l1_size * 8, 0), refcounts(512, 0);
+  const uint64_t file_size = 256 * 512;  // exactly one block's worth
+  StoreBe64(refcounts.data(), 2048);
+  absl::StatusOr<std::unique_ptr<Qcow2Metadata>> md =
+      BuildQcow2Metadata(h, file_size, l1, refcounts, "img");
+  ASSERT_TRUE(md.ok()) << md.status();
+  ClusterAllocator allocator(**md);
+  WritePlan plan;
+  auto got = allocator.Allocate(plan);
+  ASSERT_TRUE(got.ok() && std::holds_alternative<Allocated>(*got));
+  EXPECT_EQ(std::get<Allocated>(*got).host_offset, 257u * 512);
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].offset, 256u * 512);  // the block, in its own cluster
+  EXPECT_EQ(GetRefcount(plan[0].bytes, 0, 4), 1u);
+  EXPECT_EQ(plan[1].offset, 512u + 8);  // then the table names it
+  EXPECT_TRUE(plan[1].barrier_before);
+  EXPECT_EQ(plan[2].offset, 256u * 512 + 2);  // the data cluster's count
+}
+
+}  // namespace
+}  // namespace pvdisk::image::qcow2
