@@ -1,9 +1,17 @@
 #include "image/open_image.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/errno_status.h"
 #include "base/status_macros.h"
+#include "image/qcow2/endian.h"
+#include "image/qcow2/header.h"
 #include "image/raw_image.h"
 #include "image/rbd_volume.h"
 #include "io/image_file.h"
@@ -43,6 +51,30 @@ absl::StatusOr<std::shared_ptr<Image>> FromOpenFiles(
   return std::make_shared<RawImage>(std::move(files[0]), spec.engine, locked);
 }
 
+// Refuses a file that starts with a qcow2 header: pvdisk mount serves it as
+// raw bytes otherwise, which shows the guest the format's metadata and lets
+// its writes corrupt the image. One aligned read, so that it works on a
+// file opened with O_DIRECT too.
+absl::Status RefuseQcow2(const io::ImageFile& file, const std::string& path) {
+  constexpr size_t kProbeBytes = 4096;
+  void* buffer = nullptr;
+  if (posix_memalign(&buffer, kProbeBytes, kProbeBytes) != 0) {
+    return absl::ResourceExhaustedError("no memory to probe the image");
+  }
+  std::unique_ptr<void, decltype(&free)> owned(buffer, &free);
+  const ssize_t got = pread(file.fd(), buffer, kProbeBytes, 0);
+  if (got < 0) return ErrnoError(errno, absl::StrCat("cannot read ", path));
+  if (got < 4 || qcow2::LoadBe32(static_cast<const uint8_t*>(buffer)) !=
+                     qcow2::kQcow2Magic) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      path,
+      " is a qcow2 image; pvdisk mount serves raw image files and rbd: "
+      "images: make a raw copy with 'qemu-img convert -O raw ",
+      path, " COPY' and mount that"));
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Image>> OpenImage(const ImageSpec& spec) {
@@ -55,6 +87,7 @@ absl::StatusOr<std::shared_ptr<Image>> OpenImage(const ImageSpec& spec) {
   PVDISK_ASSIGN_OR_RETURN(files.emplace_back(),
                           io::ImageFile::Open(spec.path, spec.read_only,
                                               EngineWantsDirect(spec.engine)));
+  PVDISK_RETURN_IF_ERROR(RefuseQcow2(*files[0], spec.path));
   return FromOpenFiles(spec, std::move(files), LockHow::kTake);
 }
 
