@@ -80,90 +80,66 @@ absl::Status Qcow2File::Load(TableCache& cache, uint64_t offset) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Mapping> Qcow2File::Map(uint64_t voff) {
-  // Two rounds: the first may load the table, the second finds it (another
-  // thread's load could evict it in between; then a third, and so on).
-  for (int round = 0; round < 8; ++round) {
-    absl::StatusOr<MapStep> step = MapVirtual(*md_, voff);
-    if (!step.ok()) return step.status();
-    if (auto* m = std::get_if<Mapping>(&*step)) return *m;
-    if (absl::Status s = Load(md_->l2_cache, std::get<NeedTable>(*step).offset);
+template <typename Answer, typename Step>
+absl::StatusOr<Answer> Qcow2File::LoadingUntil(TableCache& cache,
+                                               const char* cache_name,
+                                               Step step) {
+  // Two rounds usually: the first may load the table, the second finds it
+  // (another thread's load could evict it in between; then a third, and so
+  // on, up to a bound).
+  constexpr int kMaxRounds = 8;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    auto got = step();
+    if (!got.ok()) return got.status();
+    if (auto* answer = std::get_if<Answer>(&*got)) return *answer;
+    if (absl::Status s = Load(cache, std::get<NeedTable>(*got).offset);
         !s.ok()) {
       return s;
     }
   }
   return absl::UnavailableError(
-      absl::StrCat(md_->name, ": the L2 cache keeps evicting a table"));
+      absl::StrCat(md_->name, ": the ", cache_name, " keeps evicting a table"));
+}
+
+absl::StatusOr<Mapping> Qcow2File::Map(uint64_t voff) {
+  return LoadingUntil<Mapping>(md_->l2_cache, "L2 cache",
+                               [&] { return MapVirtual(*md_, voff); });
 }
 
 absl::StatusOr<uint64_t> Qcow2File::AllocateCluster(WritePlan& plan) {
-  for (int round = 0; round < 8; ++round) {
-    auto got = allocator_.Allocate(plan);
-    if (!got.ok()) return got.status();
-    if (auto* a = std::get_if<Allocated>(&*got)) return a->host_offset;
-    if (absl::Status s =
-            Load(md_->refblock_cache, std::get<NeedTable>(*got).offset);
-        !s.ok()) {
-      return s;
-    }
-  }
-  return absl::UnavailableError("the refcount block cache keeps evicting");
+  absl::StatusOr<Allocated> got =
+      LoadingUntil<Allocated>(md_->refblock_cache, "refcount block cache",
+                              [&] { return allocator_.Allocate(plan); });
+  if (!got.ok()) return got.status();
+  return got->host_offset;
 }
 
 absl::Status Qcow2File::EnsureL2Table(uint64_t voff, WritePlan& plan) {
-  for (int round = 0; round < 8; ++round) {
-    auto got = qcow2::EnsureL2Table(*md_, allocator_, voff, plan);
-    if (!got.ok()) return got.status();
-    if (std::holds_alternative<Done>(*got)) return absl::OkStatus();
-    if (absl::Status s =
-            Load(md_->refblock_cache, std::get<NeedTable>(*got).offset);
-        !s.ok()) {
-      return s;
-    }
-  }
-  return absl::UnavailableError("the refcount block cache keeps evicting");
+  return LoadingUntil<Done>(
+             md_->refblock_cache, "refcount block cache",
+             [&] { return qcow2::EnsureL2Table(*md_, allocator_, voff, plan); })
+      .status();
 }
 
 absl::Status Qcow2File::SetL2Entry(uint64_t voff, uint64_t raw,
                                    WritePlan& plan) {
-  for (int round = 0; round < 8; ++round) {
-    auto got = qcow2::SetL2Entry(*md_, voff, raw, plan);
-    if (!got.ok()) return got.status();
-    if (std::holds_alternative<Done>(*got)) return absl::OkStatus();
-    if (absl::Status s = Load(md_->l2_cache, std::get<NeedTable>(*got).offset);
-        !s.ok()) {
-      return s;
-    }
-  }
-  return absl::UnavailableError("the L2 cache keeps evicting");
+  return LoadingUntil<Done>(
+             md_->l2_cache, "L2 cache",
+             [&] { return qcow2::SetL2Entry(*md_, voff, raw, plan); })
+      .status();
 }
 
 absl::Status Qcow2File::Release(uint64_t host_offset, WritePlan& plan) {
-  for (int round = 0; round < 8; ++round) {
-    auto got = allocator_.Release(host_offset, plan);
-    if (!got.ok()) return got.status();
-    if (std::holds_alternative<Done>(*got)) return absl::OkStatus();
-    if (absl::Status s =
-            Load(md_->refblock_cache, std::get<NeedTable>(*got).offset);
-        !s.ok()) {
-      return s;
-    }
-  }
-  return absl::UnavailableError("the refcount block cache keeps evicting");
+  return LoadingUntil<Done>(
+             md_->refblock_cache, "refcount block cache",
+             [&] { return allocator_.Release(host_offset, plan); })
+      .status();
 }
 
 absl::StatusOr<uint64_t> Qcow2File::Refcount(uint64_t host_offset) {
-  for (int round = 0; round < 8; ++round) {
-    auto got = allocator_.Refcount(host_offset);
-    if (!got.ok()) return got.status();
-    if (auto* n = std::get_if<uint64_t>(&*got)) return *n;
-    if (absl::Status s =
-            Load(md_->refblock_cache, std::get<NeedTable>(*got).offset);
-        !s.ok()) {
-      return s;
-    }
-  }
-  return absl::UnavailableError("the refcount block cache keeps evicting");
+  return LoadingUntil<uint64_t>(
+      md_->refblock_cache, "refcount block cache",
+      [&] { return allocator_.Refcount(host_offset); });
 }
 
 absl::Status Qcow2File::Apply(const WritePlan& plan) {

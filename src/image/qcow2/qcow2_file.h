@@ -58,6 +58,12 @@ class Qcow2File {
   Qcow2File(int fd, bool writable, std::unique_ptr<Qcow2Metadata> md)
       : fd_(fd), writable_(writable), md_(std::move(md)), allocator_(*md_) {}
   absl::Status Load(TableCache& cache, uint64_t offset);
+  // Runs `step`, one of the core's steps (its answer, or the NeedTable it
+  // lacks), loading each table it asks for into `cache`, until it gives an
+  // Answer; a bounded number of rounds, then Unavailable.
+  template <typename Answer, typename Step>
+  absl::StatusOr<Answer> LoadingUntil(TableCache& cache, const char* cache_name,
+                                      Step step);
 
   const int fd_;
   const bool writable_;
