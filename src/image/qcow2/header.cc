@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "image/qcow2/endian.h"
 #include "image/qcow2/features.h"
 
@@ -13,6 +14,16 @@ namespace {
 
 absl::Status Bad(const std::string& image, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat(image, ": qcow2 ", what));
+}
+
+// A table's offset: a nonzero multiple of the cluster size.
+absl::Status CheckTableOffset(const std::string& image, const char* field,
+                              uint64_t offset, uint64_t cluster) {
+  if (offset != 0 && offset % cluster == 0) return absl::OkStatus();
+  return Bad(image, absl::StrCat(field, " ", offset,
+                                 " is not a nonzero multiple of the cluster "
+                                 "size ",
+                                 cluster));
 }
 
 // Reads the header extensions from `start` up to `end` (exclusive; the
@@ -184,20 +195,12 @@ absl::StatusOr<Qcow2Header> ParseQcow2Header(std::span<const uint8_t> bytes,
                             " the virtual size ",
                             h.size, ", which needs ", l1_needed, " entries"));
   }
-  if (h.l1_size > 0 &&
-      (h.l1_table_offset == 0 || h.l1_table_offset % cluster != 0)) {
-    return Bad(image, absl::StrCat("l1_table_offset ", h.l1_table_offset,
-                                   " is not a nonzero multiple of the "
-                                   "cluster size ",
-                                   cluster));
+  if (h.l1_size > 0) {
+    PVDISK_RETURN_IF_ERROR(
+        CheckTableOffset(image, "l1_table_offset", h.l1_table_offset, cluster));
   }
-  if (h.refcount_table_offset == 0 || h.refcount_table_offset % cluster != 0) {
-    return Bad(image,
-               absl::StrCat("refcount_table_offset ", h.refcount_table_offset,
-                            " is not a nonzero multiple of the "
-                            "cluster size ",
-                            cluster));
-  }
+  PVDISK_RETURN_IF_ERROR(CheckTableOffset(image, "refcount_table_offset",
+                                          h.refcount_table_offset, cluster));
   if (h.refcount_table_clusters == 0 ||
       uint64_t{h.refcount_table_clusters} * cluster > kMaxRefcountTableBytes) {
     return Bad(image, absl::StrCat(
@@ -205,12 +208,9 @@ absl::StatusOr<Qcow2Header> ParseQcow2Header(std::span<const uint8_t> bytes,
                           " is out of range; allowed 1 to ",
                           kMaxRefcountTableBytes / cluster, " (8 MiB)"));
   }
-  if (h.nb_snapshots > 0 &&
-      (h.snapshots_offset == 0 || h.snapshots_offset % cluster != 0)) {
-    return Bad(image, absl::StrCat("snapshots_offset ", h.snapshots_offset,
-                                   " is not a nonzero multiple of the "
-                                   "cluster size ",
-                                   cluster));
+  if (h.nb_snapshots > 0) {
+    PVDISK_RETURN_IF_ERROR(CheckTableOffset(image, "snapshots_offset",
+                                            h.snapshots_offset, cluster));
   }
 
   // Everything the header refers to lies in the first cluster.
