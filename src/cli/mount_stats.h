@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "cli/mount_table.h"
 #include "stats/stats_document.h"
 
@@ -20,9 +21,16 @@ absl::StatusOr<MountEntry> RequirePvdiskMount(const std::string& path);
 // Every pvdisk mount of this mount namespace, in mount order.
 std::vector<MountEntry> AllPvdiskMounts();
 
+// How long ReadMountStats waits for the daemon's answer.
+inline constexpr absl::Duration kDaemonAnswerTimeout = absl::Seconds(5);
+
 // Reads and parses MOUNTPOINT/stats.json. Unavailable when the daemon does
-// not answer (e.g. it died and left the mount behind).
+// not answer: it died and left the mount behind (ENOTCONN), or it is alive
+// but gives no answer within `timeout` (stopped, or hung). The read runs in
+// a child process, which is left behind if the daemon never answers (see
+// mount_stats.cc): the caller goes on after `timeout` and can exit.
 absl::StatusOr<stats::StatsDocument> ReadMountStats(
-    const std::string& mountpoint);
+    const std::string& mountpoint,
+    absl::Duration timeout = kDaemonAnswerTimeout);
 
 }  // namespace pvdisk::cli

@@ -1,6 +1,10 @@
 // `pvdisk list`: the mounts this test makes appear, with their daemons,
 // disks, sizes and non-default flags, and are gone after their unmount.
 // Other pvdisk mounts on the machine (other tests) may be listed too.
+#include <signal.h>
+
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -105,6 +109,46 @@ TEST(ListCommandTest, ShowsTwoMountsThenNone) {
   EXPECT_EQ(Listed(after, second_mountpoint), nullptr);
   CommandResult text = RunPvdisk({"list"});
   EXPECT_EQ(text.out.find(first_mountpoint), std::string::npos) << text.out;
+}
+
+// A daemon that gives no answer (stopped here, as a hung one would be):
+// `pvdisk list` still lists every mount and names the problem, and `pvdisk
+// stat` fails with one line, both after the daemon's answer timeout instead
+// of waiting for it forever.
+TEST(ListCommandTest, AStoppedDaemonIsReportedNotWaitedFor) {
+  PVDISK_REQUIRE_FUSE();
+  TempDir dir;
+  CreateImage(dir.Path("a.img"), 4 * kMiB);
+  Mount mount(dir.MakeDir("mnt"), {"--disk", dir.Path("a.img")});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  ASSERT_EQ(kill(mount.daemon_pid(), SIGSTOP), 0) << std::strerror(errno);
+  // Runs again before the mount is unmounted, whatever fails below.
+  struct Resume {
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }
+  } resume{mount.daemon_pid()};
+
+  JsonValue list = ListJson();
+  const JsonValue* listed = Listed(list, mount.mountpoint());
+  ASSERT_NE(listed, nullptr) << "stopped mount not listed";
+  ASSERT_NE(listed->Find("problem"), nullptr) << "no problem reported";
+  EXPECT_NE(listed->Find("problem")->string.find("did not answer"),
+            std::string::npos)
+      << listed->Find("problem")->string;
+  EXPECT_TRUE(listed->Find("disks")->array.empty());
+
+  CommandResult stat = RunPvdisk({"stat", mount.mountpoint(), "--count", "1"});
+  EXPECT_EQ(stat.exit_code, 1) << stat.Describe();
+  EXPECT_NE(stat.err.find("did not answer"), std::string::npos)
+      << stat.Describe();
+
+  ASSERT_EQ(kill(mount.daemon_pid(), SIGCONT), 0) << std::strerror(errno);
+  // Once it runs again it answers, and the mount is listed with its disk.
+  JsonValue again = ListJson();
+  const JsonValue* relisted = Listed(again, mount.mountpoint());
+  ASSERT_NE(relisted, nullptr);
+  EXPECT_EQ(relisted->Find("disks")->array.size(), 1u);
+  EXPECT_EQ(mount.Unmount().exit_code, 0);
 }
 
 TEST(ListCommandTest, BadInputIsRefusedWithOneLine) {
