@@ -25,6 +25,25 @@
 namespace pvdisk::fuse_testing {
 namespace {
 
+// The runtime directory of every daemon this test process starts
+// (XDG_RUNTIME_DIR, where a mount without --log keeps its log file, see
+// cli/log_option.h): a directory of this process's own, removed when it
+// exits, so that no test leaves a log file behind.
+const std::string& TestRuntimeDir() {
+  static const std::string dir = [] {
+    std::string pattern = "/tmp/pvdisk_test_run.XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) return std::string();
+    setenv("XDG_RUNTIME_DIR", pattern.c_str(), 1);
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(TestRuntimeDir(), ignored);
+    });
+    return pattern;
+  }();
+  return dir;
+}
+[[maybe_unused]] const bool kRuntimeDirSet = !TestRuntimeDir().empty();
+
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
