@@ -4,7 +4,14 @@
 // mount table), its disks and their sizes (from its stats.json) and the
 // flags it was mounted with that differ from the defaults (from the
 // daemon's command line, /proc/PID/cmdline: the daemon is the forked
-// `pvdisk mount`, so its argv is the user's).
+// `pvdisk mount`, so its argv is the user's) and where it logs (a daemon's
+// log file is its stderr, /proc/PID/fd/2; else syslog or stderr, as its
+// --log says).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +48,7 @@ struct ListedMount {
   pid_t daemon_pid = 0;
   std::vector<std::string> flags;  // non-default, as "--name=value"
   bool flags_known = false;        // false: the command line was unreadable
+  std::string log;                 // a path, "syslog", "stderr" or "unknown"
   std::vector<ListedDisk> disks;
   std::string problem;  // why the disks are unknown, if they are
 };
@@ -54,7 +62,7 @@ std::optional<std::vector<std::string>> NonDefaultFlags(
   std::vector<std::string> out;
   for (const FlagSpec& spec : MountFlags()) {
     if (spec.name == "disk" || spec.name == "foreground" ||
-        spec.name == "help" || !parsed->Has(spec.name)) {
+        spec.name == "help" || spec.name == "log" || !parsed->Has(spec.name)) {
       continue;
     }
     if (!spec.takes_value) {
@@ -69,16 +77,51 @@ std::optional<std::vector<std::string>> NonDefaultFlags(
   return out;
 }
 
+// The target of /proc/PID/LINK, or "".
+std::string ProcLink(pid_t pid, const char* link) {
+  char target[PATH_MAX];
+  std::string path = absl::StrCat("/proc/", pid, "/", link);
+  ssize_t n = readlink(path.c_str(), target, sizeof(target) - 1);
+  return n > 0 ? std::string(target, n) : std::string();
+}
+
+// Where the daemon `pid`, started with `args`, writes its log.
+std::string DaemonLog(pid_t pid, const std::vector<std::string>* args) {
+  std::optional<ParsedArgs> parsed;
+  if (args != nullptr) {
+    absl::StatusOr<ParsedArgs> got = ParseArgs("mount", MountFlags(), *args);
+    if (got.ok()) parsed = *got;
+  }
+  const std::string value = parsed ? parsed->Get("log", "") : "";
+  if (value == "syslog") return "syslog";
+  std::string stderr_target = ProcLink(pid, "fd/2");
+  struct stat st;
+  if (!stderr_target.empty() && stderr_target[0] == '/' &&
+      stat(stderr_target.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    return stderr_target;
+  }
+  if (!parsed) return "unknown";
+  // A --foreground mount keeps its terminal as stderr and its directory.
+  if (!value.empty()) {
+    return value[0] == '/' ? value
+                           : absl::StrCat(ProcLink(pid, "cwd"), "/", value);
+  }
+  return parsed->Has("foreground") ? "stderr" : "unknown";
+}
+
 ListedMount Describe(const MountEntry& entry) {
   ListedMount mount;
   mount.mountpoint = entry.mount_point;
   mount.daemon_pid = *PvdiskDaemonPid(entry);
-  if (auto args = MountArguments(mount.daemon_pid)) {
+  std::optional<std::vector<std::string>> args =
+      MountArguments(mount.daemon_pid);
+  if (args) {
     if (auto flags = NonDefaultFlags(*args)) {
       mount.flags = *flags;
       mount.flags_known = true;
     }
   }
+  mount.log = DaemonLog(mount.daemon_pid, args ? &*args : nullptr);
   absl::StatusOr<stats::StatsDocument> document =
       ReadMountStats(entry.mount_point);
   if (!document.ok()) {
@@ -109,7 +152,7 @@ std::string Text(const std::vector<ListedMount>& mounts) {
                     !mount.flags_known    ? "unknown"
                     : mount.flags.empty() ? "defaults"
                                           : absl::StrJoin(mount.flags, " "),
-                    "\n");
+                    "  log: ", mount.log, "\n");
     if (!mount.problem.empty()) {
       absl::StrAppend(&out, "  (disks unknown: ", mount.problem, ")\n");
     }
@@ -138,7 +181,8 @@ std::string Json(const std::vector<ListedMount>& mounts) {
     }
     items.push_back(absl::StrCat(
         "{\"mountpoint\": ", stats::JsonString(mount.mountpoint),
-        ", \"daemon_pid\": ", mount.daemon_pid, ", \"flags\": ",
+        ", \"daemon_pid\": ", mount.daemon_pid,
+        ", \"log\": ", stats::JsonString(mount.log), ", \"flags\": ",
         mount.flags_known ? absl::StrCat("[", absl::StrJoin(flags, ", "), "]")
                           : "null",
         ", \"disks\": [", absl::StrJoin(disks, ", "), "]",

@@ -17,6 +17,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/event_log.h"
 #include "base/log.h"
 #include "base/size.h"
 #include "base/status_macros.h"
@@ -24,6 +25,7 @@
 #include "cli/commands.h"
 #include "cli/disk_arg.h"
 #include "cli/fuse_conf.h"
+#include "cli/log_option.h"
 #include "cli/mount_flags.h"
 #include "cli/mountpoint_check.h"
 #include "cli/placement.h"
@@ -52,6 +54,7 @@ struct MountConfig {
   std::string fuse_io_note;          // how auto resolved, for the message
   bool allow_other = false;
   bool foreground = false;
+  LogChoice log;
 };
 
 }  // namespace
@@ -187,6 +190,13 @@ const std::vector<FlagSpec>& MountFlags() {
        "rings would take more than SIZE (e.g. 2G)"},
       {"foreground", false, false, "", "",
        "serve in this process until unmounted or interrupted"},
+      {"log", true, false, "FILE|syslog", "RUNTIME_DIR/MOUNTPOINT.log",
+       "where the daemon writes its warnings and errors (restarts, broken "
+       "rings, invalid requests, refused writes, I/O errors: one line each "
+       "with time, disk, queue and cause, rate-limited): a file it appends "
+       "to, or syslog; without it a daemon writes to a file named after the "
+       "mountpoint in $XDG_RUNTIME_DIR/pvdisk (else /run/user/UID/pvdisk, "
+       "else /tmp/pvdisk-UID), and a --foreground mount to its stderr"},
       {"help", false, false, "", "", "show this help"},
   };
   return specs;
@@ -258,9 +268,14 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   config->allow_other = parsed.Has("allow-other");
   PVDISK_RETURN_IF_ERROR(CheckAllowOther(config->allow_other, geteuid() == 0));
   config->foreground = parsed.Has("foreground");
+  PVDISK_ASSIGN_OR_RETURN(config->log,
+                          CheckLogFlag(parsed.Get("log", ""), parsed.Has("log"),
+                                       config->foreground, config->mountpoint));
   // A daemon detaches from the terminal once mounted; its backend processes
-  // must not keep the terminal (or the caller's pipe) open either.
-  config->options.backend_keeps_stderr = config->foreground;
+  // must not keep the terminal (or the caller's pipe) open either. A
+  // daemon's log file is its stderr, which they share.
+  config->options.backend_keeps_stderr =
+      config->foreground || config->log.kind == LogChoice::Kind::kFile;
   return absl::OkStatus();
 }
 
@@ -274,12 +289,14 @@ void Report(int fd, int code, const std::string& message) {
   close(fd);
 }
 
+// Points stdin and stdout at /dev/null, and stderr too unless it is the
+// daemon's log file.
 void DetachFromTerminal() {
   int null_fd = open("/dev/null", O_RDWR);
   if (null_fd < 0) return;
   dup2(null_fd, STDIN_FILENO);
   dup2(null_fd, STDOUT_FILENO);
-  dup2(null_fd, STDERR_FILENO);
+  if (CurrentLogTarget() != LogTarget::kFile) dup2(null_fd, STDERR_FILENO);
   if (null_fd > STDERR_FILENO) close(null_fd);
 }
 
@@ -331,6 +348,8 @@ int Serve(const MountConfig& config, int ready_fd) {
   absl::Status served = filesystem.MountAndServe(config.mountpoint, [&] {
     mounted = true;
     if (ready_fd >= 0) {
+      LogInfo("serving %zu disk(s) at %s", config.disks.size(),
+              config.mountpoint.c_str());
       Report(ready_fd, 0, "");
       DetachFromTerminal();
     } else {
@@ -342,6 +361,7 @@ int Serve(const MountConfig& config, int ready_fd) {
       std::fflush(stdout);
     }
   });
+  FlushEventLog();
   if (filesystem.abandoned_io()) {
     // The mount is gone, but an engine may still write into the disks'
     // pages and the payload arena (Disk::Shutdown's contract): end here,
@@ -352,7 +372,11 @@ int Serve(const MountConfig& config, int ready_fd) {
   if (!served.ok()) {
     std::string message(served.message());
     if (!mounted) Report(ready_fd, kExitFailure, message);
-    if (ready_fd < 0 || mounted) PrintError(message);
+    if (ready_fd < 0) {
+      PrintError(message);
+    } else if (mounted) {
+      LogInfo("%s", message);  // the caller is gone: to the daemon's log
+    }
     return kExitFailure;
   }
   return kExitOk;
@@ -371,7 +395,7 @@ std::string Describe(const MountConfig& config) {
         stat(config.disks[i].path.c_str(), &st) == 0 ? st.st_size : 0;
     absl::StrAppend(&files, config.names[i], " (", FormatSize(size), "), ");
   }
-  return absl::StrCat(files, "stats, stats.json");
+  return absl::StrCat(files, "stats, stats.json, metrics");
 }
 
 }  // namespace
@@ -397,7 +421,24 @@ int RunMount(const std::vector<std::string>& args) {
   if (!config.fuse_io_note.empty()) {
     std::printf("pvdisk: %s\n", config.fuse_io_note.c_str());
   }
-  if (config.foreground) return Serve(config, -1);
+  int log_fd = -1;
+  if (config.log.kind == LogChoice::Kind::kFile) {
+    absl::StatusOr<int> opened = OpenLog(config.log.path);
+    if (!opened.ok()) {
+      PrintError(std::string(opened.status().message()));
+      return kExitUsage;
+    }
+    log_fd = *opened;
+  }
+  if (config.foreground) {
+    // The terminal keeps the command's own messages; the daemon's log
+    // lines go where --log says.
+    if (log_fd >= 0) SetLogTarget(LogTarget::kFile, log_fd);
+    if (config.log.kind == LogChoice::Kind::kSyslog) {
+      SetLogTarget(LogTarget::kSyslog);
+    }
+    return Serve(config, -1);
+  }
 
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
@@ -412,6 +453,15 @@ int RunMount(const std::vector<std::string>& args) {
   }
   if (pid == 0) {
     close(pipe_fds[0]);
+    // The log from the start: a log file becomes stderr, which the backend
+    // processes inherit; the caller's terminal or pipe is let go.
+    if (log_fd >= 0) {
+      dup2(log_fd, STDERR_FILENO);
+      close(log_fd);
+      SetLogTarget(LogTarget::kFile, STDERR_FILENO);
+    } else if (config.log.kind == LogChoice::Kind::kSyslog) {
+      SetLogTarget(LogTarget::kSyslog);
+    }
     setsid();
     if (chdir("/") != 0) {
       // Paths are absolute already; staying put only keeps a directory busy.
@@ -419,6 +469,7 @@ int RunMount(const std::vector<std::string>& args) {
     _exit(Serve(config, pipe_fds[1]));
   }
   close(pipe_fds[1]);
+  if (log_fd >= 0) close(log_fd);
   std::string answer;
   char buffer[512];
   ssize_t got;
@@ -428,8 +479,9 @@ int RunMount(const std::vector<std::string>& args) {
   }
   close(pipe_fds[0]);
   if (answer == "ok\n") {
-    std::printf("pvdisk: mounted %s at %s (daemon pid %d)\n",
-                Describe(config).c_str(), config.mountpoint.c_str(), pid);
+    std::printf("pvdisk: mounted %s at %s (daemon pid %d, log %s)\n",
+                Describe(config).c_str(), config.mountpoint.c_str(), pid,
+                LogName(config.log).c_str());
     return kExitOk;
   }
   int status = 0;

@@ -8,7 +8,8 @@
 //   private image stays private in the mount.
 // - The root directory belongs to the mount's owner (the daemon's user),
 //   mode 0755.
-// - `stats` and `stats.json` belong to the mount's owner, who alone may
+// - `stats`, `stats.json` and `metrics` belong to the mount's owner, who alone
+// may
 //   write `stats` (reset). They show every disk's image path and I/O, so a
 //   class of users (group, others) may read them only if it may read every
 //   disk: they are as private as the most private disk.

@@ -136,6 +136,7 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
 
   transport::TransportOptions transport_options = options.transport;
   transport_options.queue.name = absl::StrCat("pvdisk-", name);
+  transport_options.queue.disk = name;
   transport_options.queue.disk_sectors = disk->image_->size_sectors();
   transport_options.queue.read_only = spec.read_only;
   transport_options.queue.serial = serial;

@@ -5,14 +5,21 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "fuse/disk_options_check.h"
+#include "fuse/inodes.h"
 #include "image/open_image.h"
 
 namespace pvdisk::fuse {
 namespace {
+
+// The names the mount's own files take.
+bool IsStatsFileName(std::string_view name) {
+  return name == kStatsName || name == kStatsJsonName || name == kMetricsName;
+}
 
 // The checks of an rbd: disk that need no cluster: its conf= exists (and
 // becomes absolute), it is not given twice, its name is allowed. Returns
@@ -37,7 +44,7 @@ absl::StatusOr<std::string> CheckRbdDisk(DiskSpec* spec,
                      " is given twice; each image may be served "
                      "once"));
   }
-  if (rbd.image == "stats" || rbd.image == "stats.json") {
+  if (IsStatsFileName(rbd.image)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "image ", rbd.Name(), " would be named '", rbd.image,
         "' in the mount, which is the stats file's name; rename the image"));
@@ -73,7 +80,7 @@ absl::StatusOr<std::string> CheckFileDisk(DiskSpec* spec,
                      "once"));
   }
   std::string name = path.substr(path.rfind('/') + 1);
-  if (name == "stats" || name == "stats.json") {
+  if (IsStatsFileName(name)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "image ", spec->path, " would be named '", name,
         "' in the mount, which is the stats file's name; rename the image"));

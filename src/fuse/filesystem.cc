@@ -9,6 +9,7 @@
 #include "fuse/fuse_ops.h"
 #include "fuse/inline_driver.h"
 #include "stats/clock.h"
+#include "stats/render_metrics.h"
 
 namespace pvdisk::fuse {
 Filesystem::Filesystem(std::vector<std::unique_ptr<Disk>> disks,
@@ -32,15 +33,22 @@ bool Filesystem::abandoned_io() const {
   return false;
 }
 
-std::string Filesystem::StatsText() const {
+std::vector<stats::DiskReport> Filesystem::Reports() const {
   std::vector<stats::DiskReport> reports;
   for (const auto& disk : disks_) reports.push_back(disk->Report());
-  return stats::RenderText(reports);
+  return reports;
+}
+
+std::string Filesystem::StatsText() const {
+  return stats::RenderText(Reports());
+}
+
+std::string Filesystem::MetricsText() const {
+  return stats::RenderMetrics(Reports());
 }
 
 std::string Filesystem::StatsJson() const {
-  std::vector<stats::DiskReport> reports;
-  for (const auto& disk : disks_) reports.push_back(disk->Report());
+  std::vector<stats::DiskReport> reports = Reports();
   stats::ReportClock clock;
   clock.now_ns = stats::MonotonicNanos();
   clock.since_ns = stats_since_ns_.load(std::memory_order_relaxed);

@@ -1,6 +1,7 @@
 // Filesystem: the FUSE server. A flat directory holds one regular file per
 // disk (named after its image, of exactly the image's size), plus `stats`
-// (a text table; writing "reset" zeroes the counters) and `stats.json`.
+// (a text table; writing "reset" zeroes the counters), `stats.json` and
+// `metrics` (the Prometheus text format): three renderings of one snapshot.
 //
 // READ, WRITE, FSYNC and FALLOCATE on a disk become BlockIos on its queue;
 // the handler returns at once and the reply is sent by whichever thread
@@ -41,9 +42,10 @@ class Filesystem {
   absl::Status MountAndServe(const std::string& mountpoint,
                              const std::function<void()>& on_mounted);
 
-  // The stats file's contents (text table or JSON).
+  // The stats files' contents (text table, JSON, Prometheus text).
   std::string StatsText() const;
   std::string StatsJson() const;
+  std::string MetricsText() const;
   void ResetStats();
 
   // Whether a disk's shutdown gave up on I/O in flight (Disk::Shutdown):
@@ -56,6 +58,9 @@ class Filesystem {
   DiskIo& disk_io(size_t index) { return *disk_ios_[index]; }
 
  private:
+  // Every disk's counters, taken now: what the stats files render.
+  std::vector<stats::DiskReport> Reports() const;
+
   std::vector<std::unique_ptr<Disk>> disks_;
   std::vector<std::unique_ptr<DiskIo>> disk_ios_;
   const bool allow_other_;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "base/event_log.h"
 #include "fuse/attributes.h"
 #include "fuse/disk_io.h"
 #include "fuse/filesystem.h"
@@ -51,7 +52,7 @@ long DiskIndex(Filesystem& fs, uint64_t ino) {
 }
 
 bool IsStatsInode(uint64_t ino) {
-  return ino == kStatsInode || ino == kStatsJsonInode;
+  return ino == kStatsInode || ino == kStatsJsonInode || ino == kMetricsInode;
 }
 
 // The attributes of `ino` (see attributes.h for who may do what) and how
@@ -68,8 +69,8 @@ bool Attributes(Filesystem& fs, uint64_t ino, struct stat* st,
     node = Node::kRoot;
   } else if (ino == kStatsInode) {
     node = Node::kStats;
-  } else if (ino == kStatsJsonInode) {
-    node = Node::kStatsJson;
+  } else if (ino == kStatsJsonInode || ino == kMetricsInode) {
+    node = Node::kStatsJson;  // read-only, like stats.json
   } else {
     long index = DiskIndex(fs, ino);
     if (index < 0) return false;
@@ -168,6 +169,9 @@ void FilesystemHandler::Lookup(const Request& request, Reply reply) {
   if (wanted == kStatsJsonName) {
     return ReplyEntry(std::move(reply), fs_, kStatsJsonInode);
   }
+  if (wanted == kMetricsName) {
+    return ReplyEntry(std::move(reply), fs_, kMetricsInode);
+  }
   for (size_t i = 0; i < fs_.disk_count(); ++i) {
     if (fs_.disk(i).name() == wanted) {
       return ReplyEntry(std::move(reply), fs_, DiskInode(i));
@@ -206,7 +210,8 @@ void FilesystemHandler::Readdir(const Request& request, Reply reply) {
   std::vector<Entry> entries = {{".", kRootInode},
                                 {"..", kRootInode},
                                 {kStatsName, kStatsInode},
-                                {kStatsJsonName, kStatsJsonInode}};
+                                {kStatsJsonName, kStatsJsonInode},
+                                {kMetricsName, kMetricsInode}};
   for (size_t i = 0; i < fs_.disk_count(); ++i) {
     entries.push_back({fs_.disk(i).name(), DiskInode(i)});
   }
@@ -228,17 +233,19 @@ void FilesystemHandler::Open(const Request& request, Reply reply) {
   uint64_t ino = request.nodeid;
   int access = static_cast<int>(request.flags) & O_ACCMODE;
   if (IsStatsInode(ino)) {
-    if (ino == kStatsJsonInode && access != O_RDONLY) {
-      return reply.Error(EACCES);
-    }
+    if (ino != kStatsInode && access != O_RDONLY) return reply.Error(EACCES);
     // Snapshot at open, so one reader sees one consistent table.
-    uint64_t handle = StatsSnapshot::Open(ino == kStatsInode ? fs_.StatsText()
-                                                             : fs_.StatsJson());
+    uint64_t handle =
+        StatsSnapshot::Open(ino == kStatsInode       ? fs_.StatsText()
+                            : ino == kStatsJsonInode ? fs_.StatsJson()
+                                                     : fs_.MetricsText());
     return reply.Struct(protocol::OpenOut(handle, abi::kFopenDirectIo));
   }
   long index = DiskIndex(fs_, ino);
   if (index < 0) return reply.Error(ino == kRootInode ? EISDIR : ENOENT);
   if (access != O_RDONLY && fs_.disk(index).read_only()) {
+    LogEvent(Event::kRefusedWrite, fs_.disk(index).name(), "",
+             "an open for writing of a read-only disk; answered EROFS");
     return reply.Error(EROFS);
   }
   // Direct I/O: no page cache. Parallel direct writes: writes that do not
@@ -315,7 +322,11 @@ void FilesystemHandler::Fallocate(const Request& request, Reply reply) {
   uint64_t length = request.length;
   if (length == 0) return reply.Error(EINVAL);
   Disk& disk = fs_.disk(index);
-  if (disk.read_only()) return reply.Error(EROFS);
+  if (disk.read_only()) {
+    LogEvent(Event::kRefusedWrite, disk.name(), "",
+             "a fallocate of a read-only disk; answered EROFS");
+    return reply.Error(EROFS);
+  }
   int mode = static_cast<int>(request.flags);
   bool keep_size = mode & FALLOC_FL_KEEP_SIZE;
   int action = mode & ~FALLOC_FL_KEEP_SIZE;

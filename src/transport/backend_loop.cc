@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/event_log.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "base/thread.h"
@@ -56,6 +59,23 @@ void CountRequest(stats::QueueStats* stats, const DeviceRequest& request) {
 
 uint64_t Tag(uint32_t queue, uint32_t slot) {
   return (uint64_t{queue} << 32) | slot;
+}
+
+// The operation's name in log lines.
+const char* BlockOpName(BlockOp op) {
+  switch (op) {
+    case BlockOp::kRead:
+      return "read";
+    case BlockOp::kWrite:
+      return "write";
+    case BlockOp::kFlush:
+      return "flush";
+    case BlockOp::kDiscard:
+      return "discard";
+    case BlockOp::kWriteZeroes:
+      return "write-zeroes";
+  }
+  return "request";
 }
 
 }  // namespace
@@ -163,22 +183,33 @@ bool BackendLoop::MakeEngine() {
 }
 
 void BackendLoop::ReplaceEngine(int error) {
-  LogInfo("backend engine failed as a whole (errno %d); replacing it", -error);
   // Destroying the engine waits until the kernel holds none of its requests
   // (see UringEngine's destructor): only then may the pages of the requests
   // it held go back to the frontend, answered with EIO.
   engine_.reset();
   fixed_buffers_.store(false, std::memory_order_relaxed);
+  uint64_t held = 0;
+  std::vector<std::string> served;
   for (uint32_t q = 0; q < queues_.size(); ++q) {
     QueueState& state = queues_[q];
+    served.push_back(absl::StrCat(state.queue.index));
     std::vector<bool> is_free(state.slots.size(), false);
     for (uint32_t index : state.free_slots) is_free[index] = true;
     for (uint32_t index = 0; index < state.slots.size(); ++index) {
-      if (!is_free[index]) Answer(q, index, -EIO);
+      if (!is_free[index]) {
+        Answer(q, index, -EIO);
+        ++held;
+      }
     }
   }
   PublishAll();
   queues_[0].queue.stats->Add(Counter::engine_restarts);
+  LogEvent(Event::kEngineRestart, queues_[0].queue.disk,
+           absl::StrJoin(served, ","),
+           absl::StrCat("the I/O engine failed as a whole (", strerror(-error),
+                        "); the ", held,
+                        " requests it held are answered EIO and a new engine "
+                        "takes over"));
   depth_ewma_ = 0;
   MakeEngine();
 }
@@ -267,12 +298,19 @@ bool BackendLoop::TakeRequests(uint32_t q) {
       case TakeResult::kRingBroken:
         stats->Add(Counter::invalid_reqs);
         state.broken = true;
-        LogInfo(
-            "a frontend published an impossible request index; "
-            "queue stopped");
+        LogEvent(Event::kRingBroken, state.queue.disk,
+                 absl::StrCat(state.queue.index),
+                 "the frontend published an impossible request index; the "
+                 "ring is no longer served and its requests fail with EIO");
         return false;
       case TakeResult::kInvalid:
         stats->Add(Counter::invalid_reqs);
+        LogEvent(
+            Event::kInvalidRequest, state.queue.disk,
+            absl::StrCat(state.queue.index),
+            absl::StrCat("request id ", slot.request.id, " (operation code ",
+                         static_cast<int>(slot.request.wire_op),
+                         ") failed validation; answered EINVAL"));
         state.queue.ring->PutResponse(slot.request, -EINVAL);
         state.has_responses = true;
         continue;
@@ -357,7 +395,13 @@ void BackendLoop::Answer(uint32_t q, uint32_t index, int result) {
     state.queue.grants->UnmapPages(mapping);
   }
   slot.mappings.clear();
-  if (result < 0) state.queue.stats->Add(Counter::errors);
+  if (result < 0) {
+    state.queue.stats->Add(Counter::errors);
+    LogEvent(Event::kIoError, state.queue.disk, absl::StrCat(state.queue.index),
+             absl::StrCat(BlockOpName(slot.request.op), " of ",
+                          slot.request.num_sectors, " sectors at sector ",
+                          slot.request.sector, " failed: ", strerror(-result)));
+  }
   state.queue.ring->PutResponse(slot.request, result < 0 ? result : 0);
   state.free_slots.push_back(index);
   state.has_responses = true;

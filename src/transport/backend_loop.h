@@ -69,6 +69,10 @@ struct BackendQueue {
   // The engine buffer that holds this queue's data pages (when persistent),
   // or -1.
   int buffer_index = -1;
+  // Where the queue's events are logged (base/event_log.h): its disk's
+  // file name in the mount and its index among the disk's queues.
+  std::string disk;
+  uint32_t index = 0;
 };
 
 // pvdisk mount's --poll-us default: at iodepth 1 a 50 us poll catches the

@@ -104,6 +104,8 @@ BackendQueue Queue::ForBackend(int buffer_index) {
   backend.stats = &stats();
   backend.ring_slots = options_.ring_size;
   backend.buffer_index = buffer_index;
+  backend.disk = options_.disk;
+  backend.index = options_.index;
   return backend;
 }
 

@@ -36,6 +36,10 @@ inline constexpr uint64_t kMaxBlockIoSectors = (1 << 20) / 512 + 8;
 
 struct QueueOptions {
   std::string name;  // for the memfd, e.g. "pvdisk-disk0.img-q0"
+  // For log lines (base/event_log.h): the disk's file name in the mount and
+  // the queue's index (set by Transport::Create).
+  std::string disk;
+  uint32_t index = 0;
   // The ring protocol; null means blkif.
   const Protocol* protocol = nullptr;
   // Ring entries; a power of two from 32 to the protocol's maximum.

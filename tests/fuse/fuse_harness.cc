@@ -25,6 +25,22 @@
 namespace pvdisk::fuse_testing {
 namespace {
 
+// The runtime directory of every daemon this test process starts
+// (XDG_RUNTIME_DIR, where a mount without --log keeps its log file, see
+// cli/log_option.h): a directory of this process's own, removed when it
+// exits, so that no test leaves a log file behind. A plain array: the
+// atexit handler runs after static strings are destroyed.
+char g_runtime_dir[] = "/tmp/pvdisk_test_run.XXXXXX";
+[[maybe_unused]] const bool kRuntimeDirSet = [] {
+  if (mkdtemp(g_runtime_dir) == nullptr) return false;
+  setenv("XDG_RUNTIME_DIR", g_runtime_dir, 1);
+  std::atexit([] {
+    std::error_code ignored;
+    std::filesystem::remove_all(g_runtime_dir, ignored);
+  });
+  return true;
+}();
+
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 

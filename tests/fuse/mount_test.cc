@@ -56,8 +56,9 @@ TEST(MountTest, ShowsDiskWithExactSizeAndStatsFiles) {
   struct stat st;
   ASSERT_EQ(stat(mount.mountpoint().c_str(), &st), 0);
   EXPECT_TRUE(S_ISDIR(st.st_mode));
-  EXPECT_EQ(ListDir(mount.mountpoint()),
-            (std::set<std::string>{"disk0.img", "stats", "stats.json"}));
+  EXPECT_EQ(
+      ListDir(mount.mountpoint()),
+      (std::set<std::string>{"disk0.img", "stats", "stats.json", "metrics"}));
   struct stat missing;
   EXPECT_EQ(stat(mount.Path("nope.img").c_str(), &missing), -1);
   EXPECT_EQ(errno, ENOENT);
@@ -98,7 +99,8 @@ TEST(MountTest, TwoDisksAppearWithTheirSizesAndStatsSections) {
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
 
   EXPECT_EQ(ListDir(mount.mountpoint()),
-            (std::set<std::string>{"a.img", "b.img", "stats", "stats.json"}));
+            (std::set<std::string>{"a.img", "b.img", "stats", "stats.json",
+                                   "metrics"}));
   ExpectRegularFile(mount.Path("a.img"), 8 * kMiB);
   ExpectRegularFile(mount.Path("b.img"), 24 * kMiB + 512);
 

@@ -41,6 +41,21 @@ TEST(BackendSetupTest, ImageFilesRoundTrip) {
   }
 }
 
+// The backend names the disk in its log lines and writes where the
+// daemon's log is.
+TEST(BackendSetupTest, DiskNameAndLogTargetRoundTrip) {
+  for (LogTarget target :
+       {LogTarget::kStderr, LogTarget::kFile, LogTarget::kSyslog}) {
+    BackendSetup setup = SomeSetup(1);
+    setup.queue.disk = "disk 0.img";
+    setup.log_target = target;
+    absl::StatusOr<BackendSetup> decoded = DecodeSetup(EncodeSetup(setup));
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(decoded->queue.disk, "disk 0.img");
+    EXPECT_EQ(decoded->log_target, target);
+  }
+}
+
 TEST(BackendSetupTest, TooManyImageFilesIsMalformed) {
   absl::StatusOr<BackendSetup> decoded =
       DecodeSetup(EncodeSetup(SomeSetup(kMaxImageFiles + 1)));

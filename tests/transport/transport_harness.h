@@ -194,6 +194,7 @@ class TransportFixture : public ::testing::Test {
     image_ = std::move(*image);
     TransportOptions options;
     options.queue.name = "pvdisk-transport-test";
+    options.queue.disk = "disk.img";
     options.queue.protocol = config.protocol;
     options.queue.ring_size = config.ring_size;
     options.queue.max_segments = config.max_segments;

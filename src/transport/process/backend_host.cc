@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/event_log.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "transport/backend_group.h"
@@ -71,6 +72,10 @@ absl::Status Serve(int socket, const EngineFactoryMaker& make_factory,
     ~ClosedAtEnd() { CloseFds(*packet); }
   } image_files{&packet};
   PVDISK_ASSIGN_OR_RETURN(BackendSetup setup, DecodeSetup(packet.payload));
+  // The daemon's log: a log file is this process's stderr (inherited).
+  if (setup.log_target != LogTarget::kStderr) {
+    SetLogTarget(setup.log_target, STDERR_FILENO);
+  }
   if (packet.fds.size() != setup.image_files) {
     return absl::DataLossError(absl::StrCat(
         "the setup packet carries ", packet.fds.size(),
@@ -97,6 +102,8 @@ absl::Status Serve(int socket, const EngineFactoryMaker& make_factory,
     backend.irq = queue.irq.get();
     backend.stats = &queue.stats->stats();
     backend.ring_slots = setup.queue.ring_size;
+    backend.disk = setup.queue.disk;
+    backend.index = static_cast<uint32_t>(queues.size());
     queues.push_back(backend);
     pools.push_back(queue.device.pool);
   }
@@ -143,6 +150,7 @@ int RunBackendHost(int socket, const EngineFactoryMaker& make_factory) {
   }
   // Each loop answers what it took and leaves once its rings are empty.
   for (auto& loop : group.loops) loop->Stop();
+  FlushEventLog();
   return 0;
 }
 

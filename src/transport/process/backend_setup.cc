@@ -26,6 +26,7 @@ std::string EncodeSetup(const BackendSetup& setup) {
   out.PutU64(queue.read_only ? 1 : 0);
   out.PutString(queue.serial);
   out.PutString(queue.name);
+  out.PutString(queue.disk);
   out.PutU64(setup.queues);
   out.PutU64(setup.backend_threads);
   out.PutU64(setup.backend.engine_max_inflight);
@@ -33,6 +34,7 @@ std::string EncodeSetup(const BackendSetup& setup) {
   out.PutString(setup.engine_config);
   out.PutU64(setup.fence_byte);
   out.PutU64(setup.image_files);
+  out.PutU64(static_cast<uint64_t>(setup.log_target));
   return out.data();
 }
 
@@ -42,15 +44,17 @@ absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
   QueueOptions& queue = setup.queue;
   std::string protocol;
   uint64_t ring_size, max_segments, persistent, event_idx, read_only, queues,
-      threads, max_inflight, poll_us, image_files;
+      threads, max_inflight, poll_us, image_files, log_target;
   if (!in.GetString(&protocol) || !in.GetU64(&ring_size) ||
       !in.GetU64(&max_segments) || !in.GetU64(&persistent) ||
       !in.GetU64(&event_idx) || !in.GetU64(&queue.disk_sectors) ||
       !in.GetU64(&read_only) || !in.GetString(&queue.serial) ||
-      !in.GetString(&queue.name) || !in.GetU64(&queues) ||
-      !in.GetU64(&threads) || !in.GetU64(&max_inflight) ||
-      !in.GetU64(&poll_us) || !in.GetString(&setup.engine_config) ||
-      !in.GetU64(&setup.fence_byte) || !in.GetU64(&image_files)) {
+      !in.GetString(&queue.name) || !in.GetString(&queue.disk) ||
+      !in.GetU64(&queues) || !in.GetU64(&threads) ||
+      !in.GetU64(&max_inflight) || !in.GetU64(&poll_us) ||
+      !in.GetString(&setup.engine_config) || !in.GetU64(&setup.fence_byte) ||
+      !in.GetU64(&image_files) || !in.GetU64(&log_target) ||
+      log_target > static_cast<uint64_t>(LogTarget::kSyslog)) {
     return Malformed("setup");
   }
   absl::StatusOr<const Protocol*> found = FindProtocol(protocol);
@@ -69,6 +73,7 @@ absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
     return Malformed("setup");
   }
   setup.image_files = static_cast<uint32_t>(image_files);
+  setup.log_target = static_cast<LogTarget>(log_target);
   if (setup.queues < 1 || setup.queues > kMaxQueues ||
       setup.backend_threads < 1 || setup.backend_threads > setup.queues) {
     return Malformed("setup");

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "base/log_sink.h"
 #include "transport/backend_loop.h"
 #include "transport/process/wire.h"
 #include "transport/queue.h"
@@ -41,6 +42,9 @@ struct BackendSetup {
   // image the backend opens itself (RBD): then there is no I/O fence here,
   // the image has its own (see image::Image::CheckServedElsewhere).
   uint32_t image_files = 0;
+  // Where the backend writes its log lines: the daemon's target; a log file
+  // is the backend's stderr (the daemon's log descriptor, inherited).
+  LogTarget log_target = LogTarget::kStderr;
 };
 
 // The descriptors of one queue, in their order in its packet.

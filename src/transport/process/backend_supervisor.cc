@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/errno_status.h"
+#include "base/event_log.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "base/thread.h"
@@ -156,7 +158,14 @@ void BackendSupervisor::Watch() {
                           ")"));
       break;
     }
-    LogInfo("backend process of %s %s; restarting it", options_.label, how);
+    std::vector<std::string> queues;
+    for (size_t q = 0; q < transport_->queue_count(); ++q) {
+      queues.push_back(absl::StrCat(q));
+    }
+    LogEvent(Event::kBackendRestart, transport_->options().queue.disk,
+             absl::StrJoin(queues, ","),
+             absl::StrCat("the backend process of ", options_.label, " ", how,
+                          "; a new one takes over its rings"));
     for (size_t q = 0; q < transport_->queue_count(); ++q) {
       transport_->queue(q).ReconnectRing();
     }
@@ -254,6 +263,7 @@ absl::Status BackendSupervisor::Attach() {
   setup.engine_config = options_.engine_config;
   setup.fence_byte = fence_byte_;
   setup.image_files = static_cast<uint32_t>(options_.image_fds.size());
+  setup.log_target = InheritedLogTarget();
   PVDISK_RETURN_IF_ERROR(
       SendPacket(socket_, EncodeSetup(setup), options_.image_fds));
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
