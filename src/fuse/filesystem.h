@@ -1,6 +1,8 @@
 // Filesystem: the FUSE server. A flat directory holds one regular file per
 // disk (named after its image, of exactly the image's size), plus `stats`
-// (a text table; writing "reset" zeroes the counters) and `stats.json`.
+// (a text table; writing "reset" zeroes the counters) and `stats.json`;
+// and the hidden `.trace` control file of `pvdisk trace` (not listed:
+// trace/trace_control.h).
 //
 // READ, WRITE, FSYNC and FALLOCATE on a disk become BlockIos on its queue;
 // the handler returns at once and the reply is sent by whichever thread
@@ -18,6 +20,7 @@
 #include "fuse/disk.h"
 #include "fuse/disk_io.h"
 #include "fuse/fuse_channel_options.h"
+#include "trace/trace_control.h"
 
 namespace pvdisk::fuse {
 
@@ -54,6 +57,7 @@ class Filesystem {
   size_t disk_count() const { return disks_.size(); }
   Disk& disk(size_t index) { return *disks_[index]; }
   DiskIo& disk_io(size_t index) { return *disk_ios_[index]; }
+  trace::TraceControl& trace_control() { return trace_control_; }
 
  private:
   std::vector<std::unique_ptr<Disk>> disks_;
@@ -63,6 +67,8 @@ class Filesystem {
   // When the counters started (mount or the last reset), on
   // stats::MonotonicNanos()'s clock, for stats.json's "since_ns".
   std::atomic<uint64_t> stats_since_ns_;
+  // After the disks: it goes first, turning their traces off.
+  trace::TraceControl trace_control_;
 };
 
 }  // namespace pvdisk::fuse

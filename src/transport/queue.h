@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "stats/queue_stats.h"
+#include "trace/queue_trace.h"
 #include "transport/backend_loop.h"
 #include "transport/device_ring.h"
 #include "transport/event_fd.h"
@@ -35,7 +36,8 @@ inline constexpr uint32_t kDefaultSegments = 256;
 inline constexpr uint64_t kMaxBlockIoSectors = (1 << 20) / 512 + 8;
 
 struct QueueOptions {
-  std::string name;  // for the memfd, e.g. "pvdisk-disk0.img-q0"
+  std::string name;    // for the memfd, e.g. "pvdisk-disk0.img-q0"
+  uint16_t index = 0;  // the queue's number in its disk, for its trace
   // The ring protocol; null means blkif.
   const Protocol* protocol = nullptr;
   // Ring entries; a power of two from 32 to the protocol's maximum.
@@ -76,6 +78,8 @@ class Queue {
 
   FrontendQueue& frontend() { return *frontend_; }
   stats::QueueStats& stats() { return shared_stats_->stats(); }
+  // What `pvdisk trace` records of this queue (trace/queue_trace.h).
+  trace::QueueTrace& trace() { return *trace_; }
 
   // How a BackendLoop reaches this queue; `buffer_index` is the engine
   // buffer that will hold the data pages, or -1.
@@ -115,6 +119,7 @@ class Queue {
   // The counters live in a memfd of their own, so that a backend process
   // counts into them too.
   std::unique_ptr<SharedStats> shared_stats_;
+  std::unique_ptr<trace::QueueTrace> trace_;
   std::unique_ptr<SharedRegion> region_;
   std::unique_ptr<RegionMapping> front_mapping_;
   std::unique_ptr<RegionMapping> back_mapping_;

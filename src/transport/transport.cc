@@ -89,6 +89,7 @@ absl::StatusOr<std::unique_ptr<Transport>> Transport::Create(
   for (uint32_t q = 0; q < options.queues; ++q) {
     QueueOptions queue_options = options.queue;
     queue_options.name = absl::StrCat(options.queue.name, "-q", q);
+    queue_options.index = static_cast<uint16_t>(q);
     PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<Queue> queue,
                             Queue::Create(queue_options));
     transport->queues_.push_back(std::move(queue));
