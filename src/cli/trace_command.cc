@@ -40,8 +40,15 @@ constexpr double kMaxSeconds = 86400;
 // Device numbers in the traces: major 240 (the "local/experimental use"
 // range), minor the disk's place in the mount.
 constexpr uint32_t kTraceMajor = 240;
-// How long to wait before asking the daemon again when it had nothing.
-constexpr long kIdlePollNs = 1'000'000;
+// How long to wait before asking the daemon again when a read left its
+// buffers nearly empty. Each ask is a FUSE round trip served by a queue's
+// thread, so asking seldom keeps the cost off the request path; the
+// buffers (trace/queue_trace.h) hold 64 Ki events per queue, over 100 ms
+// of a queue's events at 100k requests/s.
+constexpr long kIdlePollNs = 10'000'000;
+// A read of at least this many events may have left more behind: ask again
+// at once.
+constexpr size_t kBusyReadEvents = 1024;
 
 const std::vector<FlagSpec>& TraceFlags() {
   static const std::vector<FlagSpec> specs = {
@@ -227,8 +234,10 @@ int RunTraceLoop(const TraceOptions& options, const std::string& disk,
     PrintError(absl::StrCat("trace: ", made.message()));
     return kExitUsage;
   }
-  absl::StatusOr<trace::ControlClient> client =
-      trace::ControlClient::Start(options.mountpoint, disk);
+  absl::StatusOr<trace::ControlClient> client = trace::ControlClient::Start(
+      options.mountpoint, disk,
+      options.format == Format::kBlktrace ? trace::TraceScope::kBlock
+                                          : trace::TraceScope::kAll);
   if (!client.ok()) {
     blktrace.reset();
     perfetto.reset();
@@ -273,8 +282,9 @@ int RunTraceLoop(const TraceOptions& options, const std::string& disk,
       if (blktrace) blktrace->Add(event);
       if (perfetto) perfetto->Add(event);
     }
-    if (*got > 0) continue;
-    if (ending) break;
+    if (*got >= kBusyReadEvents) continue;
+    if (ending && *got == 0) break;
+    if (ending) continue;
     timespec idle = {0, kIdlePollNs};
     nanosleep(&idle, nullptr);
   }

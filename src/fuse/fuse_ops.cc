@@ -317,10 +317,10 @@ void FilesystemHandler::Write(const Request& request, Reply reply) {
         protocol::WriteOut(static_cast<uint32_t>(request.data.size())));
   }
   if (ino == kTraceInode) {
-    // The disk's name, as the trace command writes it (no newline).
-    std::string_view disk(reinterpret_cast<const char*>(request.data.data()),
-                          request.data.size());
-    int selected = fs_.trace_control().Select(request.fh, disk);
+    // "block NAME" or "all NAME", as the trace command writes it.
+    std::string_view command(reinterpret_cast<const char*>(request.data.data()),
+                             request.data.size());
+    int selected = fs_.trace_control().Select(request.fh, command);
     if (selected < 0) return reply.Error(-selected);
     return reply.Struct(
         protocol::WriteOut(static_cast<uint32_t>(request.data.size())));

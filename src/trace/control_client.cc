@@ -19,7 +19,7 @@ constexpr size_t kReadBytes = size_t{1} << 20;
 }  // namespace
 
 absl::StatusOr<ControlClient> ControlClient::Start(
-    const std::string& mountpoint, const std::string& disk) {
+    const std::string& mountpoint, const std::string& disk, TraceScope scope) {
   std::string path = absl::StrCat(mountpoint, "/", kTraceName);
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
@@ -28,7 +28,9 @@ absl::StatusOr<ControlClient> ControlClient::Start(
         " (the daemon must be a pvdisk that can trace, and yours)"));
   }
   ControlClient client(fd);
-  ssize_t written = write(fd, disk.data(), disk.size());
+  std::string command =
+      absl::StrCat(scope == TraceScope::kBlock ? "block " : "all ", disk);
+  ssize_t written = write(fd, command.data(), command.size());
   if (written < 0) {
     int error = errno;
     if (error == ENOENT) {

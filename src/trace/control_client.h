@@ -18,7 +18,8 @@ class ControlClient {
   // FailedPrecondition: another tracer has it; Unavailable: the daemon
   // does not answer or has no trace file.
   static absl::StatusOr<ControlClient> Start(const std::string& mountpoint,
-                                             const std::string& disk);
+                                             const std::string& disk,
+                                             TraceScope scope);
   ControlClient(ControlClient&& other) noexcept;
   ControlClient& operator=(ControlClient&&) = delete;
   ~ControlClient();  // stops the trace

@@ -28,6 +28,14 @@ enum class TraceAction : uint8_t {
   kLost,          // `aux` events of this queue were dropped (buffer full)
 };
 
+// Which steps a trace records: blktrace's actions only (Q to C), or every
+// step (the timeline needs them all).
+enum class TraceScope : uint8_t { kBlock, kAll };
+
+inline bool IsBlockAction(TraceAction action) {
+  return action >= TraceAction::kQueue && action <= TraceAction::kComplete;
+}
+
 // TraceEvent::flags: the operation in the low bits, then markers.
 inline constexpr uint8_t kOpMask = 0x07;  // transport::BlockOp's value
 // On kIssue and kComplete, which come once per piece the ring request

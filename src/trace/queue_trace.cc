@@ -26,6 +26,10 @@ QueueTrace* QueueTrace::Off() {
 }
 
 void QueueTrace::Record(TraceEvent event) {
+  if (block_only_.load(std::memory_order_relaxed) &&
+      !IsBlockAction(event.action)) {
+    return;
+  }
   event.time_ns = stats::MonotonicNanos();
   event.tid = ThreadId();
   event.queue = queue_;
@@ -52,7 +56,7 @@ void QueueTrace::Record(TraceEvent event) {
   cell->sequence.store(position + 1, std::memory_order_release);
 }
 
-void QueueTrace::Start() {
+void QueueTrace::Start(TraceScope scope) {
   if (cells_ == nullptr) {
     cells_ = std::make_unique<Cell[]>(kCapacity);
     for (uint64_t i = 0; i < kCapacity; ++i) {
@@ -63,6 +67,7 @@ void QueueTrace::Start() {
   while (Drain(stale, 256) > 0) {
   }
   lost_.store(0, std::memory_order_relaxed);
+  block_only_.store(scope == TraceScope::kBlock, std::memory_order_relaxed);
   on_.store(true, std::memory_order_release);
 }
 

@@ -43,9 +43,10 @@ class QueueTrace {
 
   // Control side, one caller at a time (TraceControl's lock):
   // Start() allocates the buffer (once), drops what an earlier trace left,
-  // clears the lost count and turns recording on. Stop() turns it off;
+  // clears the lost count and turns recording on, of the steps `scope`
+  // names. Stop() turns it off;
   // what was recorded stays to be drained.
-  void Start();
+  void Start(TraceScope scope);
   void Stop();
   // Moves up to `max` events into `out`; returns how many.
   size_t Drain(TraceEvent* out, size_t max);
@@ -61,9 +62,10 @@ class QueueTrace {
 
   const uint16_t queue_;
   std::atomic<bool> on_{false};
-  std::unique_ptr<Cell[]> cells_;  // written before on_ is first set
-  std::atomic<uint64_t> tail_{0};  // next cell to reserve (producers)
-  uint64_t head_ = 0;              // next cell to drain (control side)
+  std::atomic<bool> block_only_{false};  // TraceScope::kBlock
+  std::unique_ptr<Cell[]> cells_;        // written before on_ is first set
+  std::atomic<uint64_t> tail_{0};        // next cell to reserve (producers)
+  uint64_t head_ = 0;                    // next cell to drain (control side)
   std::atomic<uint64_t> lost_{0};
 };
 

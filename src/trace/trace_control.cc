@@ -18,7 +18,20 @@ uint64_t TraceControl::Open() {
   return handle;
 }
 
-int TraceControl::Select(uint64_t handle, std::string_view disk) {
+int TraceControl::Select(uint64_t handle, std::string_view command) {
+  size_t space = command.find(' ');
+  if (space == std::string_view::npos) return -EINVAL;
+  std::string_view scope_word = command.substr(0, space);
+  std::string_view disk = command.substr(space + 1);
+  TraceScope scope;
+  if (scope_word == "block") {
+    scope = TraceScope::kBlock;
+  } else if (scope_word == "all") {
+    scope = TraceScope::kAll;
+  } else {
+    return -EINVAL;
+  }
+  if (disk.empty()) return -EINVAL;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(handle);
   if (it == sessions_.end() || !it->second.disk.empty()) return -EINVAL;
@@ -29,7 +42,7 @@ int TraceControl::Select(uint64_t handle, std::string_view disk) {
   if (queues.empty()) return -ENOENT;
   it->second.disk = std::string(disk);
   it->second.queues = std::move(queues);
-  for (QueueTrace* queue : it->second.queues) queue->Start();
+  for (QueueTrace* queue : it->second.queues) queue->Start(scope);
   return 0;
 }
 

@@ -1,7 +1,8 @@
 // TraceControl: the daemon's side of `pvdisk trace`, behind the mount's
 // hidden control file (kTraceName, not listed by readdir). A tracer opens
-// the file, writes a disk's name to it, which turns on that disk's queue
-// traces (queue_trace.h), and then reads: each READ drains the buffers into
+// the file, writes "block NAME" or "all NAME" to it (the TraceScope, then
+// a disk's name), which turns on that disk's queue traces (queue_trace.h),
+// and then reads: each READ drains the buffers into
 // whole TraceEvents (event.h), none when nothing is waiting (0 bytes: the
 // reader polls), and first a kLost event for each queue that dropped
 // events. Closing the file turns the traces off.
@@ -37,10 +38,11 @@ class TraceControl {
 
   // A new handle for OPEN's reply.
   uint64_t Open();
-  // Starts tracing `disk` for `handle`: 0, or -ENOENT (no such disk),
-  // -EBUSY (someone traces it), -EINVAL (this handle traces already, or no
-  // such handle).
-  int Select(uint64_t handle, std::string_view disk);
+  // Starts tracing for `handle` what `command` ("block NAME" or "all
+  // NAME") names: 0, or -ENOENT (no such disk), -EBUSY (someone traces
+  // it), -EINVAL (another command, this handle traces already, or no such
+  // handle).
+  int Select(uint64_t handle, std::string_view command);
   // Up to `max` bytes of whole events into `out` (cleared first); -EINVAL
   // for a handle that traces nothing.
   int Read(uint64_t handle, size_t max, std::string* out);
