@@ -163,6 +163,8 @@ class BlktraceTest(Mounted):
         reads = after["reads_done"] - before["reads_done"]
         self.assertEqual(reads, ios)
         stats_ns = (after["read_lat_ns"] - before["read_lat_ns"]) / reads
+        print("btt Q2C mean %.0f ns, stats read latency mean %.0f ns"
+              % (q2c_ns, stats_ns))
         self.assertLess(abs(q2c_ns - stats_ns), 0.2 * stats_ns,
                         "btt Q2C %.0f ns, stats %.0f ns" % (q2c_ns, stats_ns))
 
