@@ -14,7 +14,8 @@ packages=(
   fio
   python3          # examples/pvlab.py, bench/compare, bench/experiments, tests/bench
   qemu-system-common  # qemu-storage-daemon: bench/compare's peer, and the image-lock tests
-  gnuplot-nox      # the PNG plots of bench/experiments
+  gnuplot-nox      # the PNG plots of bench/experiments and bench/trace_plot
+  blktrace         # blkparse and btt: the tests of pvdisk trace read its files
   clang libclang-rt-14-dev  # tests/fuzz: clang++ with libFuzzer, ASan, UBSan
   llvm             # llvm-symbolizer: sanitizer reports with file:line
   librbd-dev librados-dev  # the rbd engine (--disk rbd:POOL/IMAGE)

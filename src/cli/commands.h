@@ -21,6 +21,7 @@ int RunBackend(const std::vector<std::string>& args);
 int RunStat(const std::vector<std::string>& args);
 int RunList(const std::vector<std::string>& args);
 int RunInfo(const std::vector<std::string>& args);
+int RunTrace(const std::vector<std::string>& args);
 
 // Prints "pvdisk: <message>" to stderr.
 void PrintError(const std::string& message);

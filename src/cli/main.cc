@@ -22,6 +22,8 @@ constexpr const char* kUsage =
     "and queue\n"
     "  list [--json]                        every pvdisk mount, its daemon, "
     "disks and flags\n"
+    "  trace MOUNTPOINT -o DIR [...]        record a disk's requests for "
+    "blkparse, btt or Perfetto\n"
     "\n"
     "'pvdisk COMMAND --help' lists a command's flags; 'pvdisk --version' "
     "prints the version.\n";
@@ -51,9 +53,11 @@ int main(int argc, char** argv) {
   if (command == "stat") return RunStat(args);
   if (command == "list") return RunList(args);
   if (command == "info") return RunInfo(args);
+  if (command == "trace") return RunTrace(args);
   PrintError(
       "unknown command '" + command +
-      "'; allowed: create, info, mount, unmount, stat, list, --version (see "
+      "'; allowed: create, info, mount, unmount, stat, list, trace, --version "
+      "(see "
       "pvdisk --help)");
   return kExitUsage;
 }

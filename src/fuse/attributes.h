@@ -34,7 +34,7 @@ struct MountOwner {
 MountOwner CurrentMountOwner();
 
 // The nodes of the mount's flat directory.
-enum class Node { kRoot, kStats, kStatsJson, kDisk };
+enum class Node { kRoot, kStats, kStatsJson, kTrace, kDisk };
 
 // Fills every field of `st` but st_ino for `node`; `disk` is the disk for
 // kDisk and ignored otherwise; `disks` are all disks of the mount (for the

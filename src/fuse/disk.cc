@@ -232,6 +232,14 @@ void Disk::Abandon() {
       answered ? "" : "; some FUSE operations are still unanswered");
 }
 
+std::vector<trace::QueueTrace*> Disk::QueueTraces() {
+  std::vector<trace::QueueTrace*> traces;
+  for (size_t q = 0; q < transport_->queue_count(); ++q) {
+    traces.push_back(&transport_->queue(q).trace());
+  }
+  return traces;
+}
+
 stats::DiskReport Disk::Report() const {
   const transport::TransportOptions& t = transport_->options();
   uint64_t shared_bytes = 0;

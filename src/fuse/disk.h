@@ -19,6 +19,7 @@
 #include "io/engine_factory.h"
 #include "io/rbd_spec.h"
 #include "stats/render.h"
+#include "trace/queue_trace.h"
 #include "transport/process/backend_supervisor.h"
 #include "transport/transport.h"
 
@@ -174,6 +175,9 @@ class Disk {
 
   // What DiskIo counts, so that Shutdown can wait for it.
   OperationsInFlight& operations() { return operations_; }
+
+  // Each queue's trace, in queue order (trace/queue_trace.h).
+  std::vector<trace::QueueTrace*> QueueTraces();
 
   stats::DiskReport Report() const;
   void ResetStats();

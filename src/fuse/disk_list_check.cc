@@ -12,13 +12,16 @@
 #include "fuse/disk_options_check.h"
 #include "fuse/inodes.h"
 #include "image/open_image.h"
+#include "trace/trace_control.h"
 
 namespace pvdisk::fuse {
 namespace {
 
-// The names the mount's own files take.
+// The names the mount's own files take (the hidden trace control file
+// too: a disk of that name could not be looked up).
 bool IsStatsFileName(std::string_view name) {
-  return name == kStatsName || name == kStatsJsonName || name == kMetricsName;
+  return name == kStatsName || name == kStatsJsonName ||
+         name == kMetricsName || name == trace::kTraceName;
 }
 
 // The checks of an rbd: disk that need no cluster: its conf= exists (and
@@ -47,7 +50,8 @@ absl::StatusOr<std::string> CheckRbdDisk(DiskSpec* spec,
   if (IsStatsFileName(rbd.image)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "image ", rbd.Name(), " would be named '", rbd.image,
-        "' in the mount, which is the stats file's name; rename the image"));
+        "' in the mount, which is the name of one of the mount's own files; "
+        "rename the image"));
   }
   return rbd.image;
 }
@@ -83,7 +87,8 @@ absl::StatusOr<std::string> CheckFileDisk(DiskSpec* spec,
   if (IsStatsFileName(name)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "image ", spec->path, " would be named '", name,
-        "' in the mount, which is the stats file's name; rename the image"));
+        "' in the mount, which is the name of one of the mount's own files; "
+        "rename the image"));
   }
   if (!names->insert(name).second) {
     return absl::InvalidArgumentError(

@@ -17,7 +17,13 @@ Filesystem::Filesystem(std::vector<std::unique_ptr<Disk>> disks,
     : disks_(std::move(disks)),
       allow_other_(allow_other),
       channel_(channel),
-      stats_since_ns_(stats::MonotonicNanos()) {
+      stats_since_ns_(stats::MonotonicNanos()),
+      trace_control_([this](std::string_view name) {
+        for (auto& disk : disks_) {
+          if (disk->name() == name) return disk->QueueTraces();
+        }
+        return std::vector<trace::QueueTrace*>{};
+      }) {
   for (auto& disk : disks_)
     disk_ios_.push_back(std::make_unique<DiskIo>(disk.get()));
 }

@@ -1,7 +1,9 @@
 // Filesystem: the FUSE server. A flat directory holds one regular file per
 // disk (named after its image, of exactly the image's size), plus `stats`
 // (a text table; writing "reset" zeroes the counters), `stats.json` and
-// `metrics` (the Prometheus text format): three renderings of one snapshot.
+// `metrics` (the Prometheus text format): three renderings of one snapshot;
+// and the hidden `.trace` control file of `pvdisk trace` (not listed:
+// trace/trace_control.h).
 //
 // READ, WRITE, FSYNC and FALLOCATE on a disk become BlockIos on its queue;
 // the handler returns at once and the reply is sent by whichever thread
@@ -19,6 +21,7 @@
 #include "fuse/disk.h"
 #include "fuse/disk_io.h"
 #include "fuse/fuse_channel_options.h"
+#include "trace/trace_control.h"
 
 namespace pvdisk::fuse {
 
@@ -56,6 +59,7 @@ class Filesystem {
   size_t disk_count() const { return disks_.size(); }
   Disk& disk(size_t index) { return *disks_[index]; }
   DiskIo& disk_io(size_t index) { return *disk_ios_[index]; }
+  trace::TraceControl& trace_control() { return trace_control_; }
 
  private:
   // Every disk's counters, taken now: what the stats files render.
@@ -68,6 +72,8 @@ class Filesystem {
   // When the counters started (mount or the last reset), on
   // stats::MonotonicNanos()'s clock, for stats.json's "since_ns".
   std::atomic<uint64_t> stats_since_ns_;
+  // After the disks: it goes first, turning their traces off.
+  trace::TraceControl trace_control_;
 };
 
 }  // namespace pvdisk::fuse

@@ -23,6 +23,7 @@
 #include "stats/clock.h"
 #include "stats/counters.h"
 #include "stats/stats_command.h"
+#include "trace/trace_control.h"
 
 namespace pvdisk::fuse {
 namespace {
@@ -71,6 +72,8 @@ bool Attributes(Filesystem& fs, uint64_t ino, struct stat* st,
     node = Node::kStats;
   } else if (ino == kStatsJsonInode || ino == kMetricsInode) {
     node = Node::kStatsJson;  // read-only, like stats.json
+  } else if (ino == kTraceInode) {
+    node = Node::kTrace;
   } else {
     long index = DiskIndex(fs, ino);
     if (index < 0) return false;
@@ -114,20 +117,35 @@ std::shared_ptr<Reply> Share(Reply reply) {
 template <typename Op>
 class Replying : public Op {
  public:
-  Replying(Reply reply, stats::QueueStats* stats)
+  Replying(Reply reply, transport::Queue& queue)
       : reply_(std::move(reply)),
-        stats_(stats),
+        stats_(&queue.stats()),
+        trace_(&queue.trace()),
         start_(stats::MonotonicNanos()) {}
 
  protected:
+  // After the reply: the latency, and the trace's reply step (which
+  // carries when the request arrived, for the timeline's FUSE wait).
   void RecordLatency(stats::Direction direction) {
     stats_->RecordLatency(direction, stats::MonotonicNanos() - start_);
+    if (__builtin_expect(trace_->on(), 0)) {
+      trace::TraceEvent event;
+      event.action = trace::TraceAction::kReply;
+      event.flags = static_cast<uint8_t>(this->op);
+      event.sector = this->sector;
+      event.bytes = static_cast<uint32_t>(this->num_sectors * 512);
+      event.io = reinterpret_cast<uintptr_t>(
+          static_cast<const transport::BlockIo*>(this));
+      event.aux = start_;
+      trace_->Record(event);
+    }
   }
 
   Reply reply_;
 
  private:
   stats::QueueStats* stats_;
+  trace::QueueTrace* trace_;
   uint64_t start_;
 };
 
@@ -171,6 +189,9 @@ void FilesystemHandler::Lookup(const Request& request, Reply reply) {
   }
   if (wanted == kMetricsName) {
     return ReplyEntry(std::move(reply), fs_, kMetricsInode);
+  }
+  if (wanted == trace::kTraceName) {
+    return ReplyEntry(std::move(reply), fs_, kTraceInode);
   }
   for (size_t i = 0; i < fs_.disk_count(); ++i) {
     if (fs_.disk(i).name() == wanted) {
@@ -241,6 +262,11 @@ void FilesystemHandler::Open(const Request& request, Reply reply) {
                                                      : fs_.MetricsText());
     return reply.Struct(protocol::OpenOut(handle, abi::kFopenDirectIo));
   }
+  if (ino == kTraceInode) {
+    return reply.Struct(
+        protocol::OpenOut(fs_.trace_control().Open(),
+                          abi::kFopenDirectIo | abi::kFopenNonseekable));
+  }
   long index = DiskIndex(fs_, ino);
   if (index < 0) return reply.Error(ino == kRootInode ? EISDIR : ENOENT);
   if (access != O_RDONLY && fs_.disk(index).read_only()) {
@@ -260,6 +286,7 @@ void FilesystemHandler::Release(const Request& request, Reply reply) {
   if (IsStatsInode(request.nodeid)) {
     StatsSnapshot::Release(request.fh);
   }
+  if (request.nodeid == kTraceInode) fs_.trace_control().Release(request.fh);
   reply.Ok();
 }
 
@@ -270,14 +297,19 @@ void FilesystemHandler::Read(const Request& request, Reply reply) {
         StatsSnapshot::Read(request.fh, request.offset, request.size);
     return reply.Bytes(piece.data(), piece.size());
   }
+  if (ino == kTraceInode) {
+    std::string events;
+    int read = fs_.trace_control().Read(request.fh, request.size, &events);
+    if (read < 0) return reply.Error(-read);
+    return reply.Bytes(events.data(), events.size());
+  }
   long index = DiskIndex(fs_, ino);
   if (index < 0) return reply.Error(ENOENT);
   transport::Queue& queue = fs_.disk(index).QueueFor(request.offset / 512);
-  stats::QueueStats& queue_stats = queue.stats();
-  queue_stats.Add(Counter::fuse_reads);
+  queue.stats().Add(Counter::fuse_reads);
   std::span<uint8_t> into = reply.PayloadBuffer();
   fs_.disk_io(index).Read(queue, request.offset, request.size, into,
-                          new ReplyingRead(std::move(reply), &queue_stats));
+                          new ReplyingRead(std::move(reply), queue));
 }
 
 void FilesystemHandler::Write(const Request& request, Reply reply) {
@@ -291,14 +323,22 @@ void FilesystemHandler::Write(const Request& request, Reply reply) {
     return reply.Struct(
         protocol::WriteOut(static_cast<uint32_t>(request.data.size())));
   }
+  if (ino == kTraceInode) {
+    // "block NAME" or "all NAME", as the trace command writes it.
+    std::string_view command(reinterpret_cast<const char*>(request.data.data()),
+                             request.data.size());
+    int selected = fs_.trace_control().Select(request.fh, command);
+    if (selected < 0) return reply.Error(-selected);
+    return reply.Struct(
+        protocol::WriteOut(static_cast<uint32_t>(request.data.size())));
+  }
   long index = DiskIndex(fs_, ino);
   if (index < 0) return reply.Error(EACCES);
   transport::Queue& queue = fs_.disk(index).QueueFor(request.offset / 512);
-  stats::QueueStats& queue_stats = queue.stats();
-  queue_stats.Add(Counter::fuse_writes);
+  queue.stats().Add(Counter::fuse_writes);
   fs_.disk_io(index).Write(queue, request.offset, request.data.data(),
                            request.data.size(),
-                           new ReplyingWrite(std::move(reply), &queue_stats));
+                           new ReplyingWrite(std::move(reply), queue));
 }
 
 void FilesystemHandler::Flush(const Request&, Reply reply) {

@@ -11,11 +11,13 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "base/thread.h"
+#include "transport/trace_points.h"
 
 namespace pvdisk::transport {
 namespace {
 
 using stats::Counter;
+using trace::TraceAction;
 
 constexpr size_t kSectorBytes = 512;
 
@@ -325,6 +327,7 @@ bool BackendLoop::TakeRequests(uint32_t q) {
         break;
     }
     state.free_slots.pop_back();
+    TraceRequest(state, slot.request, TraceAction::kTake);
     CountRequest(stats, slot.request);
     bool is_data =
         slot.request.op == BlockOp::kRead || slot.request.op == BlockOp::kWrite;
@@ -357,6 +360,8 @@ bool BackendLoop::TakeRequests(uint32_t q) {
         slot.iov.size() == 1 && !slot.bounce && InPool(state, slot.iov[0])
             ? state.queue.buffer_index
             : -1;
+    // Recorded before: an engine may answer within Queue().
+    TraceRequest(state, slot.request, TraceAction::kEngineQueued);
     int queued = engine_->Queue(io_request);
     if (queued < 0) {
       Answer(q, index, queued);
@@ -402,9 +407,19 @@ void BackendLoop::Answer(uint32_t q, uint32_t index, int result) {
                           slot.request.num_sectors, " sectors at sector ",
                           slot.request.sector, " failed: ", strerror(-result)));
   }
+  TraceRequest(state, slot.request, TraceAction::kEngineDone,
+               result < 0 ? trace::kFailedFlag : 0);
   state.queue.ring->PutResponse(slot.request, result < 0 ? result : 0);
   state.free_slots.push_back(index);
   state.has_responses = true;
+}
+
+void BackendLoop::TraceRequest(const QueueState& state,
+                               const DeviceRequest& request,
+                               trace::TraceAction action, uint8_t flags) {
+  TracePoint(state.queue.trace, action, request.op, request.sector,
+             request.num_sectors, nullptr, static_cast<uint32_t>(request.id),
+             flags);
 }
 
 void BackendLoop::PublishAll() {
@@ -414,6 +429,7 @@ void BackendLoop::PublishAll() {
     PushResult pushed = state.queue.ring->PublishResponses();
     if (pushed == PushResult::kNotify) {
       state.queue.stats->Add(Counter::irqs_sent);
+      TraceInstant(state.queue.trace, TraceAction::kInterrupt);
       if (state.queue.inline_interrupts != nullptr) {
         state.queue.inline_interrupts->HandleInterrupt();
       } else {

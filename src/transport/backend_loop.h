@@ -45,6 +45,7 @@
 #include "absl/status/statusor.h"
 #include "io/io_engine.h"
 #include "stats/queue_stats.h"
+#include "trace/queue_trace.h"
 #include "transport/device_ring.h"
 #include "transport/event_fd.h"
 #include "transport/grant_mapper.h"
@@ -65,6 +66,9 @@ struct BackendQueue {
   // interrupt mode). May be null.
   InterruptHandler* frontend = nullptr;
   stats::QueueStats* stats = nullptr;
+  // The queue's trace (take, engine, interrupt steps); a backend process
+  // has none of the daemon's and records nothing.
+  trace::QueueTrace* trace = trace::QueueTrace::Off();
   uint32_t ring_slots = 0;
   // The engine buffer that holds this queue's data pages (when persistent),
   // or -1.
@@ -193,6 +197,9 @@ class BackendLoop {
   // (so that the I/O can name it as a fixed buffer).
   bool InPool(const QueueState& state, const iovec& iov) const;
   void PublishAll();
+  // Records a step of `request` into its queue's trace.
+  void TraceRequest(const QueueState& state, const DeviceRequest& request,
+                    trace::TraceAction action, uint8_t flags = 0);
   // Tells the frontend of each broken ring, once the backend holds none of
   // its requests any more, that the ring is no longer served.
   void ReportStoppedRings();

@@ -7,11 +7,13 @@
 #include "base/thread.h"
 #include "io/io_engine.h"
 #include "stats/clock.h"
+#include "transport/trace_points.h"
 
 namespace pvdisk::transport {
 namespace {
 
 using stats::Counter;
+using trace::TraceAction;
 
 // How far back a new request looks for a merge partner in the staging
 // queue (blk-mq's "hand-wavy stop count of 8").
@@ -236,6 +238,8 @@ bool FrontendQueue::PrepareChildren(BlockIo* io, uint64_t now_ns) {
       pending.num_sectors = ChildSectors(io, child);
     }
     ++state.prepared;
+    TracePoint(trace_, TraceAction::kQueue, pending.op, pending.sector,
+               pending.num_sectors, io);
     Stage(std::move(pending));
   }
   state.staged_data.reset();
@@ -243,12 +247,20 @@ bool FrontendQueue::PrepareChildren(BlockIo* io, uint64_t now_ns) {
 }
 
 void FrontendQueue::Stage(Pending pending) {
+  if (policy_.merge && policy_.dispatch == DispatchMode::kWhenRoom &&
+      IsData(pending.op) && TryMerge(pending)) {
+    return;
+  }
+  // A ring request of its own (blktrace's G), inserted (I).
+  TracePoint(trace_, TraceAction::kGetRequest, pending.op, pending.sector,
+             pending.num_sectors, pending.members.front().io);
+  TracePoint(trace_, TraceAction::kInsert, pending.op, pending.sector,
+             pending.num_sectors, pending.members.front().io);
   if (policy_.dispatch == DispatchMode::kAlways) {
     // Straight out of the staging queue: nothing can merge into it now.
     dispatch_list_.push_back(std::move(pending));
     return;
   }
-  if (policy_.merge && IsData(pending.op) && TryMerge(pending)) return;
   staging_.push_back(std::move(pending));
 }
 
@@ -273,6 +285,10 @@ bool FrontendQueue::TryMerge(Pending& pending) {
                            : JoinedIovecs(pending.segments, pending.iovecs,
                                           staged.segments, staged.iovecs);
     if (iovecs > static_cast<uint32_t>(io::kMaxIovecs)) continue;
+    TracePoint(trace_,
+               back ? TraceAction::kBackMerge : TraceAction::kFrontMerge,
+               pending.op, pending.sector, pending.num_sectors,
+               pending.members.front().io);
     staged.iovecs = iovecs;
     if (back) {
       staged.segments.insert(staged.segments.end(), pending.segments.begin(),
@@ -316,8 +332,20 @@ void FrontendQueue::WriteToRing(Pending& pending) {
   shadow.members = std::move(pending.members);
   shadow.in_use = true;
   shadow.pushed_ns = NowNs();
+  if (trace_->on()) TraceShadow(TraceAction::kIssue, id, 0);
   WriteShadow(id);
   stats_->Add(Counter::inflight);
+}
+
+void FrontendQueue::TraceShadow(TraceAction action, uint32_t id,
+                                uint8_t flags) {
+  const Shadow& shadow = shadow_[id];
+  uint8_t lead = trace::kLeadFlag;
+  for (const Member& member : shadow.members) {
+    TracePoint(trace_, action, shadow.op, shadow.sector, shadow.num_sectors,
+               member.io, id, static_cast<uint8_t>(flags | lead));
+    lead = 0;
+  }
 }
 
 void FrontendQueue::WriteShadow(uint32_t id) {
@@ -423,6 +451,7 @@ bool FrontendQueue::PublishLocked() {
 }
 
 void FrontendQueue::Kick() {
+  TraceInstant(trace_, TraceAction::kKick);
   if (KickHandler* handler = kick_handler_.load(std::memory_order_acquire)) {
     handler->HandleKick();
   } else {
@@ -511,6 +540,10 @@ void FrontendQueue::OnResponse(uint64_t id, int result,
   // One failure fails every request the ring request carried; with one
   // member, its own error stands.
   int member_result = result < 0 && shadow.members.size() > 1 ? -EIO : result;
+  if (trace_->on()) {
+    TraceShadow(TraceAction::kComplete, static_cast<uint32_t>(id),
+                result < 0 ? trace::kFailedFlag : 0);
+  }
   for (const Member& member : shadow.members) {
     BlockIo* io = member.io;
     BlockIo::QueueState& state = io->state_;

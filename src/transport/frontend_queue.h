@@ -49,6 +49,8 @@
 #include "absl/functional/function_ref.h"
 #include "base/fifo.h"
 #include "stats/queue_stats.h"
+#include "trace/event.h"
+#include "trace/queue_trace.h"
 #include "transport/block_io.h"
 #include "transport/driver_ring.h"
 #include "transport/event_fd.h"
@@ -100,6 +102,11 @@ class FrontendQueue final : public InterruptHandler {
   void SetKickHandler(KickHandler* handler) {
     kick_handler_.store(handler, std::memory_order_release);
   }
+
+  // Requests' steps are recorded into `trace` (Q, M/F, G, I at staging, D
+  // when written to the ring, C when answered, and kicks). Call before
+  // Start(); `trace` must outlive the queue. Without it nothing is recorded.
+  void SetTrace(trace::QueueTrace* trace) { trace_ = trace; }
 
   // Starts the completion thread.
   void Start();
@@ -206,6 +213,9 @@ class FrontendQueue final : public InterruptHandler {
   void DispatchStaging(uint64_t now_ns);
   bool CanWrite(const Pending& pending) const;
   void WriteToRing(Pending& pending);
+  // Records `action` for each piece ring request `id` carries, the first
+  // marked as the lead. REQUIRES: trace_->on().
+  void TraceShadow(trace::TraceAction action, uint32_t id, uint8_t flags);
   // Writes in-flight request `id` (its shadow) into the ring.
   void WriteShadow(uint32_t id);
   // Copies the write data of io's unprepared children aside.
@@ -256,6 +266,7 @@ class FrontendQueue final : public InterruptHandler {
   std::atomic<KickHandler*> kick_handler_{nullptr};  // when set, kicks go here
   EventFd* const irq_;
   stats::QueueStats* const stats_;
+  trace::QueueTrace* trace_ = trace::QueueTrace::Off();
 
   std::mutex mu_;
   std::condition_variable drained_;

@@ -86,6 +86,9 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
   queue->frontend_ = std::make_unique<FrontendQueue>(
       std::move(driver_ring), front + ring_bytes, layout, options.policy,
       queue->kick_.get(), queue->irq_.get(), stats);
+  queue->trace_ = std::make_unique<trace::QueueTrace>(
+      static_cast<uint16_t>(options.index));
+  queue->frontend_->SetTrace(queue->trace_.get());
   return queue;
 }
 
@@ -102,6 +105,7 @@ BackendQueue Queue::ForBackend(int buffer_index) {
   }
   backend.frontend = frontend_.get();
   backend.stats = &stats();
+  backend.trace = trace_.get();
   backend.ring_slots = options_.ring_size;
   backend.buffer_index = buffer_index;
   backend.disk = options_.disk;

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "stats/queue_stats.h"
+#include "trace/queue_trace.h"
 #include "transport/backend_loop.h"
 #include "transport/device_ring.h"
 #include "transport/event_fd.h"
@@ -36,8 +37,8 @@ inline constexpr uint64_t kMaxBlockIoSectors = (1 << 20) / 512 + 8;
 
 struct QueueOptions {
   std::string name;  // for the memfd, e.g. "pvdisk-disk0.img-q0"
-  // For log lines (base/event_log.h): the disk's file name in the mount and
-  // the queue's index (set by Transport::Create).
+  // For log lines (base/event_log.h) and traces: the disk's file name in the
+  // mount and the queue's index (set by Transport::Create).
   std::string disk;
   uint32_t index = 0;
   // The ring protocol; null means blkif.
@@ -80,6 +81,8 @@ class Queue {
 
   FrontendQueue& frontend() { return *frontend_; }
   stats::QueueStats& stats() { return shared_stats_->stats(); }
+  // What `pvdisk trace` records of this queue (trace/queue_trace.h).
+  trace::QueueTrace& trace() { return *trace_; }
 
   // How a BackendLoop reaches this queue; `buffer_index` is the engine
   // buffer that will hold the data pages, or -1.
@@ -119,6 +122,7 @@ class Queue {
   // The counters live in a memfd of their own, so that a backend process
   // counts into them too.
   std::unique_ptr<SharedStats> shared_stats_;
+  std::unique_ptr<trace::QueueTrace> trace_;
   std::unique_ptr<SharedRegion> region_;
   std::unique_ptr<RegionMapping> front_mapping_;
   std::unique_ptr<RegionMapping> back_mapping_;

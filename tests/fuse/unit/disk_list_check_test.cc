@@ -141,7 +141,10 @@ TEST_F(DiskListCheckTest, AnRbdImageIsServedOnceAndNotNamedStats) {
   EXPECT_EQ(
       ErrorOf({Rbd("stats.json")}),
       "image rbd:pool/stats.json would be named 'stats.json' in the mount, "
-      "which is the stats file's name; rename the image");
+      "which is the name of one of the mount's own files; rename the image");
+  EXPECT_EQ(ErrorOf({Rbd(".trace")}),
+            "image rbd:pool/.trace would be named '.trace' in the mount, which "
+            "is the name of one of the mount's own files; rename the image");
   MakeImage("vol", 1 << 20);
   EXPECT_EQ(ErrorOf({File(dir_.File("vol")), Rbd("vol")}),
             "two images would both be named 'vol' in the mount; serve one of "
