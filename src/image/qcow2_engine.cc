@@ -119,6 +119,17 @@ class Qcow2Engine final : public io::EngineDecorator {
     return static_cast<uint32_t>(requests_.size() - free_requests_.size());
   }
 
+  bool TakeFormatCounts(io::FormatCounts& out) override {
+    out.l2_hits += counts_.l2_hits;
+    out.l2_misses += counts_.l2_misses;
+    out.meta_reads += counts_.meta_reads;
+    out.meta_writes += counts_.meta_writes;
+    out.clusters_allocated += counts_.clusters_allocated;
+    out.cow_bytes += counts_.cow_bytes;
+    counts_ = {};
+    return true;
+  }
+
  private:
   struct Request {
     uint64_t tag = 0;

@@ -83,12 +83,15 @@ std::vector<int> Qcow2Image::files() const {
 std::vector<std::pair<std::string, std::string>> Qcow2Image::Describe() const {
   std::vector<std::pair<std::string, std::string>> lines;
   lines.emplace_back("format", "qcow2");
+  // The layers below the top (which `image` names), each PATH:FORMAT.
   std::vector<std::string> chain;
-  for (const qcow2::ChainLayer& layer : state_->chain().layers()) {
+  const std::vector<qcow2::ChainLayer>& layers = state_->chain().layers();
+  for (size_t i = 1; i < layers.size(); ++i) {
     chain.push_back(
-        absl::StrCat(layer.path, " (", qcow2::FormatName(layer.format), ")"));
+        absl::StrCat(layers[i].path, ":", qcow2::FormatName(layers[i].format)));
   }
-  lines.emplace_back("backing_chain", absl::StrJoin(chain, " -> "));
+  lines.emplace_back("backing_chain",
+                     chain.empty() ? "none" : absl::StrJoin(chain, ","));
   const qcow2::Qcow2Header& h =
       state_->chain().layers().front().qcow2->header();
   lines.emplace_back("cluster_size", absl::StrCat(h.cluster_size()));

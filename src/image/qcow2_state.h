@@ -37,14 +37,7 @@
 namespace pvdisk::image {
 
 // What one engine counted of its metadata work (stats/counters.h names).
-struct Qcow2Counts {
-  uint64_t l2_hits = 0;
-  uint64_t l2_misses = 0;
-  uint64_t meta_reads = 0;
-  uint64_t meta_writes = 0;
-  uint64_t clusters_allocated = 0;
-  uint64_t cow_bytes = 0;
-};
+using Qcow2Counts = io::FormatCounts;
 
 class Qcow2State {
  public:

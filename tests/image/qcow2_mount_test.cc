@@ -286,5 +286,58 @@ TEST(Qcow2MountTest, SigkillDuringAllocatingWritesLeaksAtWorst) {
   }
 }
 
+// One sequential read pass over the mounted disk with O_DIRECT (so that
+// every block reaches the disk, not the page cache).
+void ReadPass(const std::string& disk) {
+  ExpectFioClean(
+      RunCommand(FioCommand(disk, {"--rw=read", "--bs=64k", "--iodepth=4"})));
+}
+
+// The per-queue qcow2 counters: allocations counted as qemu-img counts the
+// clusters, and a read pass after a warm-up one misses no L2 table with the
+// default cache (which holds them all), but does with a cache of one table.
+TEST(Qcow2MountTest, CountersShowAllocationsAndL2CacheHits) {
+  PVDISK_REQUIRE_QEMU();
+  PVDISK_REQUIRE_FIO();
+  TempDir dir;
+  const std::string image = dir.Path("disk.qcow2");
+  // 4 KiB clusters: one L2 table maps 2 MiB, so the disk has 8 tables.
+  ShOk("qemu-img create -q -f qcow2 -o cluster_size=4k '" + image + "' 16M");
+  uint64_t allocated = 0;
+  {
+    Mount mount(dir.MakeDir("mnt"), {"--disk", image});
+    ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+    const std::string disk = mount.Path("disk.qcow2");
+    ExpectFioClean(
+        RunCommand(FioCommand(disk, {"--rw=randwrite", "--bs=4k", "--size=3m",
+                                     "--offset=5m", "--iodepth=8"})));
+    allocated = StatsOf(mount.mountpoint(), "disk.qcow2")["clusters_allocated"];
+    EXPECT_EQ(allocated, 3 * kMiB / 4096);
+    ReadPass(disk);
+    const DiskStats warm = StatsOf(mount.mountpoint(), "disk.qcow2");
+    ReadPass(disk);
+    const DiskStats again = StatsOf(mount.mountpoint(), "disk.qcow2");
+    EXPECT_EQ(again["l2_misses"], warm["l2_misses"]);
+    EXPECT_GT(again["l2_hits"], warm["l2_hits"]);
+    EXPECT_GT(again["meta_writes"], 0u);
+  }
+  CommandResult check = Sh("qemu-img check --output=json '" + image + "'");
+  ASSERT_EQ(check.exit_code, 0) << check.Describe();
+  EXPECT_NE(check.out.find(
+                "\"allocated-clusters\": " + std::to_string(allocated) + ","),
+            std::string::npos)
+      << check.out;
+  {
+    Mount mount(dir.MakeDir("mnt1"), {"--disk", image + ",l2_cache=4k"});
+    ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+    ReadPass(mount.Path("disk.qcow2"));
+    const DiskStats warm = StatsOf(mount.mountpoint(), "disk.qcow2");
+    ReadPass(mount.Path("disk.qcow2"));
+    const DiskStats again = StatsOf(mount.mountpoint(), "disk.qcow2");
+    EXPECT_GT(again["l2_misses"], warm["l2_misses"]);
+    EXPECT_GT(again["meta_reads"], warm["meta_reads"]);
+  }
+}
+
 }  // namespace
 }  // namespace pvdisk::fuse_testing
