@@ -123,6 +123,15 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
             absl::StrCat("--disk ", text, ": ", size.status().message()));
       }
       spec.expected_size = *size;
+    } else if (option.rfind("l2_cache=", 0) == 0 && !spec.rbd) {
+      absl::StatusOr<uint64_t> size = ParseSize(option.substr(9));
+      if (!size.ok() || *size == 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--disk ", text,
+            ": l2_cache takes a positive size (e.g. l2_cache=4M), the L2 "
+            "tables a qcow2 image keeps in memory"));
+      }
+      spec.l2_cache_bytes = *size;
     } else if (option.rfind("eio=", 0) == 0) {
       std::vector<std::string> range = absl::StrSplit(option.substr(4), '+');
       io::FaultRange fault;
@@ -151,7 +160,8 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
       return absl::InvalidArgumentError(
           absl::StrCat("--disk ", text, ": unknown option '", option,
                        "'; allowed: ro, lock=on|off, size=SIZE, "
-                       "eio=SECTOR[+COUNT], delay=US, delay-write=US",
+                       "eio=SECTOR[+COUNT], delay=US, delay-write=US, "
+                       "l2_cache=SIZE (qcow2)",
                        spec.rbd ? ", and for rbd: disks conf=PATH, id=CLIENT, "
                                   "timeout=SECONDS"
                                 : ""));

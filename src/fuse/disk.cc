@@ -44,6 +44,7 @@ image::ImageSpec ImageSpecOf(const DiskSpec& spec, io::EngineKind engine) {
   image.read_only = spec.read_only;
   image.lock = spec.lock;
   image.engine = engine;
+  image.l2_cache_bytes = spec.l2_cache_bytes;
   return image;
 }
 

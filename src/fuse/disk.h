@@ -39,6 +39,9 @@ struct DiskSpec {
   std::optional<io::CompletionDelay> delay;
   // ",lock=off" clears it: take no image lock (see io/image_lock.h).
   bool lock = true;
+  // ",l2_cache=SIZE": a qcow2 image's L2 cache per layer; 0: the default
+  // (image::ImageSpec::l2_cache_bytes).
+  uint64_t l2_cache_bytes = 0;
   // The --disk argument as given, for a backend process to parse again.
   std::string arg;
 };

@@ -21,6 +21,9 @@ struct ImageSpec {
   // The engine for an image of files (--engine): it decides whether the
   // files are opened with O_DIRECT. An RBD image has its own engine.
   io::EngineKind engine = io::EngineKind::kUring;
+  // A qcow2 image's L2 cache in bytes per layer (l2_cache=SIZE); 0: enough
+  // tables to map the whole disk, at most 32 MiB.
+  uint64_t l2_cache_bytes = 0;
 };
 
 // Whether `kind` wants the image's files opened with O_DIRECT.

@@ -1,5 +1,6 @@
 #include "image/open_image.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include "base/status_macros.h"
 #include "image/qcow2/endian.h"
 #include "image/qcow2/header.h"
+#include "image/qcow2_image.h"
 #include "image/raw_image.h"
 #include "image/rbd_volume.h"
 #include "io/image_file.h"
@@ -51,28 +53,29 @@ absl::StatusOr<std::shared_ptr<Image>> FromOpenFiles(
   return std::make_shared<RawImage>(std::move(files[0]), spec.engine, locked);
 }
 
-// Refuses a file that starts with a qcow2 header: pvdisk mount serves it as
-// raw bytes otherwise, which shows the guest the format's metadata and lets
-// its writes corrupt the image. One aligned read, so that it works on a
-// file opened with O_DIRECT too.
-absl::Status RefuseQcow2(const io::ImageFile& file, const std::string& path) {
+// Whether the file open as `fd` starts with the qcow2 magic. One aligned
+// read, so that it works on a file opened with O_DIRECT too.
+absl::StatusOr<bool> IsQcow2(int fd, const std::string& path) {
   constexpr size_t kProbeBytes = 4096;
   void* buffer = nullptr;
   if (posix_memalign(&buffer, kProbeBytes, kProbeBytes) != 0) {
     return absl::ResourceExhaustedError("no memory to probe the image");
   }
   std::unique_ptr<void, decltype(&free)> owned(buffer, &free);
-  const ssize_t got = pread(file.fd(), buffer, kProbeBytes, 0);
+  const ssize_t got = pread(fd, buffer, kProbeBytes, 0);
   if (got < 0) return ErrnoError(errno, absl::StrCat("cannot read ", path));
-  if (got < 4 || qcow2::LoadBe32(static_cast<const uint8_t*>(buffer)) !=
-                     qcow2::kQcow2Magic) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      path,
-      " is a qcow2 image; pvdisk mount serves raw image files and rbd: "
-      "images: make a raw copy with 'qemu-img convert -O raw ",
-      path, " COPY' and mount that"));
+  return got >= 4 && qcow2::LoadBe32(static_cast<const uint8_t*>(buffer)) ==
+                         qcow2::kQcow2Magic;
+}
+
+// Whether the file at `path` is a qcow2 image; false when it cannot be
+// opened (opening it as raw then says why).
+absl::StatusOr<bool> IsQcow2(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  absl::StatusOr<bool> qcow2 = IsQcow2(fd, path);
+  close(fd);
+  return qcow2;
 }
 
 }  // namespace
@@ -83,11 +86,12 @@ absl::StatusOr<std::shared_ptr<Image>> OpenImage(const ImageSpec& spec) {
                             io::RbdImage::Open(*spec.rbd, spec.read_only));
     return std::make_shared<RbdVolume>(std::move(rbd));
   }
+  PVDISK_ASSIGN_OR_RETURN(const bool qcow2, IsQcow2(spec.path));
+  if (qcow2) return Qcow2Image::Open(spec, nullptr);
   std::vector<std::unique_ptr<io::ImageFile>> files;
   PVDISK_ASSIGN_OR_RETURN(files.emplace_back(),
                           io::ImageFile::Open(spec.path, spec.read_only,
                                               EngineWantsDirect(spec.engine)));
-  PVDISK_RETURN_IF_ERROR(RefuseQcow2(*files[0], spec.path));
   return FromOpenFiles(spec, std::move(files), LockHow::kTake);
 }
 
@@ -96,6 +100,10 @@ absl::StatusOr<std::shared_ptr<Image>> OpenImageFromFiles(
   if (spec.rbd) {
     return absl::InvalidArgumentError(absl::StrCat(
         spec.rbd->Name(), " is an RBD image: it has no files to open"));
+  }
+  if (!fds.empty()) {
+    PVDISK_ASSIGN_OR_RETURN(const bool qcow2, IsQcow2(fds.front(), spec.path));
+    if (qcow2) return Qcow2Image::Open(spec, &fds);
   }
   std::vector<std::unique_ptr<io::ImageFile>> files;
   for (int fd : fds) {

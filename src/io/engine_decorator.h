@@ -48,6 +48,9 @@ class EngineDecorator : public IoEngine {
   bool uses_fixed_buffers() const override {
     return inner_->uses_fixed_buffers();
   }
+  bool TakeFormatCounts(FormatCounts& out) override {
+    return inner_->TakeFormatCounts(out);
+  }
 
  protected:
   IoEngine& inner() { return *inner_; }

@@ -46,11 +46,14 @@ using EngineFiles = std::vector<const ImageFile*>;
 // The most files one engine serves (IoRequest::file is 16 bits).
 inline constexpr size_t kMaxEngineFiles = 1024;
 
-// Their sizes as opened, by index: what requests must lie within.
+// What requests must lie within, by index: a raw disk's size as opened, a
+// format layer's request limit (ImageFile::request_limit_bytes).
 inline std::vector<uint64_t> FileSizes(const EngineFiles& files) {
   std::vector<uint64_t> sizes;
   sizes.reserve(files.size());
-  for (const ImageFile* file : files) sizes.push_back(file->size_bytes());
+  for (const ImageFile* file : files) {
+    sizes.push_back(file->request_limit_bytes());
+  }
   return sizes;
 }
 

@@ -116,7 +116,8 @@ int OpenMaybeDirect(const std::string& target, int access, bool* direct,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ImageFile>> ImageFile::Open(
-    const std::string& path, bool read_only, bool want_direct) {
+    const std::string& path, bool read_only, bool want_direct,
+    Content content) {
   struct stat st = {};
   if (stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) {
@@ -138,11 +139,12 @@ absl::StatusOr<std::unique_ptr<ImageFile>> ImageFile::Open(
   if (raw_fd < 0) {
     return ErrnoError(errno, absl::StrCat("image ", path, " cannot be opened"));
   }
-  return Finish(raw_fd, path, read_only, direct, std::move(note));
+  return Finish(raw_fd, path, read_only, direct, std::move(note), content);
 }
 
 absl::StatusOr<std::unique_ptr<ImageFile>> ImageFile::Reopen(
-    int fd, const std::string& label, bool read_only, bool want_direct) {
+    int fd, const std::string& label, bool read_only, bool want_direct,
+    Content content) {
   struct stat given = {};
   if (fstat(fd, &given) != 0) {
     return ErrnoError(errno,
@@ -176,12 +178,13 @@ absl::StatusOr<std::unique_ptr<ImageFile>> ImageFile::Reopen(
     return absl::InternalError(absl::StrCat("image ", label, ": opening ",
                                             target, " gave another file"));
   }
-  return Finish(closer.release(), label, read_only, direct, std::move(note));
+  return Finish(closer.release(), label, read_only, direct, std::move(note),
+                content);
 }
 
 absl::StatusOr<std::unique_ptr<ImageFile>> ImageFile::Finish(
     int raw_fd, const std::string& path, bool read_only, bool direct,
-    std::string note) {
+    std::string note, Content content) {
   FdCloser fd(raw_fd);
 
   // Size and type from the descriptor: the path may have changed between
@@ -195,11 +198,15 @@ absl::StatusOr<std::unique_ptr<ImageFile>> ImageFile::Finish(
         absl::StrCat("image ", path, " is not a regular file"));
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size == 0) {
+  // A layer's offsets are what its tables name: bits 9..55, as qcow2 keeps
+  // them (kOffsetMask in image/qcow2/entries.h).
+  constexpr uint64_t kLayerLimit = uint64_t{1} << 56;
+  const uint64_t limit = content == Content::kLayer ? kLayerLimit : size;
+  if (content == Content::kRawDisk && size == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "image ", path, " has size 0; it needs at least one 512-byte sector"));
   }
-  if (size % kSectorBytes != 0) {
+  if (content == Content::kRawDisk && size % kSectorBytes != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("image ", path, " has size ", size,
                      ", which is not a multiple of 512 bytes"));
@@ -219,7 +226,7 @@ absl::StatusOr<std::unique_ptr<ImageFile>> ImageFile::Finish(
   }
 
   return std::unique_ptr<ImageFile>(new ImageFile(
-      fd.release(), st, direct, read_only, path, std::move(note)));
+      fd.release(), st, direct, read_only, path, std::move(note), limit));
 }
 
 ImageFile::~ImageFile() {

@@ -64,6 +64,17 @@ struct IoCompletion {
   bool wake = false;
 };
 
+// What a format layer's engine (a qcow2 engine) did with its metadata:
+// the per-queue counters of the same names (stats/counters.h).
+struct FormatCounts {
+  uint64_t l2_hits = 0;             // L2 entries found in the cache
+  uint64_t l2_misses = 0;           // L2 tables read because they were not
+  uint64_t meta_reads = 0;          // metadata reads (tables) from the files
+  uint64_t meta_writes = 0;         // metadata writes to the files
+  uint64_t clusters_allocated = 0;  // data clusters allocated
+  uint64_t cow_bytes = 0;           // bytes copied into new clusters
+};
+
 class IoEngine {
  public:
   virtual ~IoEngine() = default;
@@ -130,6 +141,16 @@ class IoEngine {
 
   // Whether offered buffers are in use (registered). Any thread may ask.
   virtual bool uses_fixed_buffers() const { return false; }
+
+  // Moves what the engine counted of its metadata work since the last call
+  // into `out` (adding) and returns true, or returns false when it has
+  // nothing to report (an engine without a format: the default). A format
+  // engine does its metadata work inside Queue(), so a caller that takes
+  // the counts right after Queue() knows which request caused them.
+  virtual bool TakeFormatCounts(FormatCounts& out) {
+    (void)out;
+    return false;
+  }
 };
 
 }  // namespace pvdisk::io

@@ -71,7 +71,15 @@ enum class CounterKind {
   X(backend_restarts, kCount,                                                  \
     "times a new backend process replaced one that died (--backend process)")  \
   X(reissued_reqs, kCount,                                                     \
-    "ring requests written again for a new backend after one died")
+    "ring requests written again for a new backend after one died")           \
+  X(l2_hits, kCount, "qcow2: L2 entries found in the L2 cache")               \
+  X(l2_misses, kCount, "qcow2: L2 tables read because the cache lacked them") \
+  X(meta_reads, kCount, "qcow2: metadata tables read from the image's files") \
+  X(meta_writes, kCount, "qcow2: metadata writes to the image's top file")    \
+  X(clusters_allocated, kCount, "qcow2: data clusters allocated by writes")   \
+  X(cow_bytes, kCount,                                                         \
+    "qcow2: bytes copied into newly allocated clusters (backing data or "      \
+    "zeros a write did not cover)")
 
 enum class Counter : int {
 #define PVDISK_COUNTER_ENUM(name, kind, meaning) name,

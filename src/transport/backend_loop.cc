@@ -37,6 +37,18 @@ io::IoOp ToIoOp(BlockOp op) {
   return io::IoOp::kRead;
 }
 
+// What a format engine did for one request, on its queue's row.
+void CountFormat(stats::QueueStats* stats, const io::FormatCounts& counts) {
+  if (counts.l2_hits) stats->Add(Counter::l2_hits, counts.l2_hits);
+  if (counts.l2_misses) stats->Add(Counter::l2_misses, counts.l2_misses);
+  if (counts.meta_reads) stats->Add(Counter::meta_reads, counts.meta_reads);
+  if (counts.meta_writes) stats->Add(Counter::meta_writes, counts.meta_writes);
+  if (counts.clusters_allocated) {
+    stats->Add(Counter::clusters_allocated, counts.clusters_allocated);
+  }
+  if (counts.cow_bytes) stats->Add(Counter::cow_bytes, counts.cow_bytes);
+}
+
 void CountRequest(stats::QueueStats* stats, const DeviceRequest& request) {
   switch (request.op) {
     case BlockOp::kRead:
@@ -363,6 +375,9 @@ bool BackendLoop::TakeRequests(uint32_t q) {
     // Recorded before: an engine may answer within Queue().
     TraceRequest(state, slot.request, TraceAction::kEngineQueued);
     int queued = engine_->Queue(io_request);
+    if (io::FormatCounts counts; engine_->TakeFormatCounts(counts)) {
+      CountFormat(stats, counts);
+    }
     if (queued < 0) {
       Answer(q, index, queued);
     } else {

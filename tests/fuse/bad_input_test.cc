@@ -162,7 +162,9 @@ const std::vector<BadCase>& BadCases() {
        {"mount", "@/mnt", "--disk", "@/disk0.img,delay=5,delay-write=-5"},
        "delay-write takes microseconds"},
       {"ImageNamedStats", {"mount", "@/mnt", "--disk", "@/stats"}},
-      {"Qcow2Image", {"mount", "@/mnt", "--disk", "@/vm.qcow2"}, "qcow2"},
+      {"Qcow2BadVersion",
+       {"mount", "@/mnt", "--disk", "@/bad.qcow2"},
+       "version 7"},
       {"CreateUnknownUnit", {"create", "@/new.img", "--size", "12Q"}},
       {"CreateSizeZero", {"create", "@/new.img", "--size", "0"}},
       {"CreateSizeNotSectorMultiple",
@@ -188,9 +190,9 @@ TEST_P(BadInputTest, ExitsTwoWithOneLineAndChangesNothing) {
   CreateImage(dir.Path("stats"), 1 * kMiB);
   WriteWholeFile(dir.Path("odd.img"), std::string(1000, 'o'));
   WriteWholeFile(dir.Path("empty.img"), "");
-  CommandResult qcow2 = RunPvdisk(
-      {"create", dir.Path("vm.qcow2"), "--size", "1M", "--format", "qcow2"});
-  ASSERT_EQ(qcow2.exit_code, 0) << qcow2.Describe();
+  // The qcow2 magic, then version 7.
+  WriteWholeFile(dir.Path("bad.qcow2"),
+                 std::string("QFI\xfb\0\0\0\x07", 8) + std::string(504, '\0'));
   const auto before = Tree(dir.path());
 
   std::vector<std::string> args;

@@ -53,6 +53,12 @@ const std::vector<std::string_view>& ExpectedNames() {
       "engine_restarts",
       "backend_restarts",
       "reissued_reqs",
+      "l2_hits",
+      "l2_misses",
+      "meta_reads",
+      "meta_writes",
+      "clusters_allocated",
+      "cow_bytes",
   };
   return *names;
 }
@@ -75,7 +81,7 @@ TEST(CountersTest, EnumIndexMatchesInfoTable) {
   EXPECT_EQ(kCounterInfo[Index(Counter::grant_unmaps)].name, "grant_unmaps");
   EXPECT_EQ(Index(Counter::grant_unmaps), Index(Counter::grant_maps) + 1);
   EXPECT_EQ(kCounterInfo[Index(Counter::errors)].name, "errors");
-  EXPECT_EQ(Index(Counter::reissued_reqs), kNumCounters - 1);
+  EXPECT_EQ(Index(Counter::cow_bytes), kNumCounters - 1);
 }
 
 TEST(CountersTest, KindsAndMeanings) {

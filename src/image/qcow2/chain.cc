@@ -46,6 +46,34 @@ ImageChain::~ImageChain() {
 
 absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::Open(
     const std::string& path, const ChainOptions& options) {
+  return Build(path, options, [](size_t, const std::string& name, int flags) {
+    return open(name.c_str(), flags);
+  });
+}
+
+absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::OpenFiles(
+    const std::vector<int>& fds, const std::string& path,
+    const ChainOptions& options, bool rest_by_name) {
+  absl::StatusOr<std::unique_ptr<ImageChain>> chain = Build(
+      path, options, [&](size_t index, const std::string& name, int flags) {
+        if (index >= fds.size()) {
+          if (rest_by_name) return open(name.c_str(), flags);
+          errno = ENOENT;
+          return -1;
+        }
+        return open(absl::StrCat("/proc/self/fd/", fds[index]).c_str(), flags);
+      });
+  if (chain.ok() && !rest_by_name && (*chain)->layers_.size() != fds.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("image ", path, " has ", (*chain)->layers_.size(),
+                     " layers, but ", fds.size(), " files were given"));
+  }
+  return chain;
+}
+
+absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::Build(
+    const std::string& path, const ChainOptions& options,
+    absl::FunctionRef<int(size_t, const std::string&, int)> open_layer) {
   std::unique_ptr<ImageChain> chain(new ImageChain());
   std::string next = path;
   std::string format_hint;  // from the layer above's backing format
@@ -59,7 +87,7 @@ absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::Open(
     }
     const int flags =
         (top && options.writable_top ? O_RDWR : O_RDONLY) | O_CLOEXEC;
-    int fd = open(next.c_str(), flags);
+    int fd = open_layer(chain->layers_.size(), next, flags);
     if (fd < 0) {
       const int error = errno;
       if (error == ENOENT) {
@@ -111,8 +139,9 @@ absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::Open(
       layer.size = static_cast<uint64_t>(st.st_size);
       break;
     }
-    absl::StatusOr<std::unique_ptr<Qcow2File>> file = Qcow2File::Open(
-        fd, layer.path, top && options.writable_top, options.l2_cache_tables);
+    absl::StatusOr<std::unique_ptr<Qcow2File>> file =
+        Qcow2File::Open(fd, layer.path, top && options.writable_top,
+                        options.l2_cache_tables, options.l2_cache_bytes);
     if (!file.ok()) return file.status();
     layer.qcow2 = std::move(*file);
     layer.size = layer.qcow2->header().size;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "image/qcow2/qcow2_file.h"
 
@@ -40,12 +41,23 @@ struct ChainLayer {
 struct ChainOptions {
   bool writable_top = false;  // open the top layer read-write
   size_t l2_cache_tables = kDefaultL2CacheTables;
+  // When not 0, each qcow2 layer's L2 cache in bytes instead
+  // (Qcow2File::Open).
+  uint64_t l2_cache_bytes = 0;
 };
 
 class ImageChain {
  public:
   static absl::StatusOr<std::unique_ptr<ImageChain>> Open(
       const std::string& path, const ChainOptions& options = {});
+  // The chain of the image at `path` from files already open as `fds`, top
+  // first (another process's opens of the chain's layers): each is opened
+  // again through /proc/self/fd, and there must be exactly one per layer
+  // the headers name; with `rest_by_name`, the layers below `fds` are
+  // opened by their names, resolved against `path`, as Open does.
+  static absl::StatusOr<std::unique_ptr<ImageChain>> OpenFiles(
+      const std::vector<int>& fds, const std::string& path,
+      const ChainOptions& options = {}, bool rest_by_name = false);
   ~ImageChain();
   ImageChain(const ImageChain&) = delete;
   ImageChain& operator=(const ImageChain&) = delete;
@@ -60,6 +72,12 @@ class ImageChain {
 
  private:
   ImageChain() = default;
+  // Opens the chain from `path` down, each layer's file by `open_layer`
+  // (its index, its name, the open(2) flags; returns a descriptor, or -1
+  // with errno).
+  static absl::StatusOr<std::unique_ptr<ImageChain>> Build(
+      const std::string& path, const ChainOptions& options,
+      absl::FunctionRef<int(size_t, const std::string&, int)> open_layer);
   std::vector<ChainLayer> layers_;
 };
 

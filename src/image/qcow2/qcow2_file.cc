@@ -25,8 +25,19 @@ constexpr uint64_t kHeaderReadBytes = uint64_t{1} << kMaxClusterBits;
 
 }  // namespace
 
+size_t L2CacheTablesFor(const Qcow2Header& header, uint64_t bytes) {
+  const uint64_t cluster = header.cluster_size();
+  if (bytes == kL2CacheWholeDisk) {
+    const uint64_t whole =
+        (header.size + header.bytes_per_l2() - 1) / header.bytes_per_l2();
+    bytes = std::min(whole * cluster, kMaxDefaultL2CacheBytes);
+  }
+  return static_cast<size_t>(std::max<uint64_t>(bytes / cluster, 1));
+}
+
 absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::Open(
-    int fd, const std::string& name, bool writable, size_t l2_cache_tables) {
+    int fd, const std::string& name, bool writable, size_t l2_cache_tables,
+    uint64_t l2_cache_bytes) {
   struct stat st = {};
   if (fstat(fd, &st) != 0) {
     return ErrnoError(errno, absl::StrCat("cannot stat ", name));
@@ -60,6 +71,9 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::Open(
           ReadFully(fd, header->refcount_table_offset, refcounts, name);
       !s.ok()) {
     return s;
+  }
+  if (l2_cache_bytes != 0) {
+    l2_cache_tables = L2CacheTablesFor(*header, l2_cache_bytes);
   }
   absl::StatusOr<std::unique_ptr<Qcow2Metadata>> md = BuildQcow2Metadata(
       *header, file_size, l1, refcounts, name, l2_cache_tables);

@@ -21,14 +21,25 @@
 
 namespace pvdisk::image::qcow2 {
 
+inline constexpr uint64_t kL2CacheWholeDisk = ~uint64_t{0};
+inline constexpr uint64_t kMaxDefaultL2CacheBytes = uint64_t{32} << 20;
+
+// The L2 tables an L2 cache of `bytes` holds for `header` (see
+// Qcow2File::Open): at least one.
+size_t L2CacheTablesFor(const Qcow2Header& header, uint64_t bytes);
+
 class Qcow2File {
  public:
   // Opens the qcow2 metadata of `fd` (borrowed; it must outlive this).
   // `writable` also refuses what cannot be written (the dirty bit) and
-  // clears the autoclear bits in the file.
+  // clears the autoclear bits in the file. The L2 cache holds
+  // `l2_cache_tables` tables; when `l2_cache_bytes` is not 0, that many
+  // bytes of tables instead (at least one), and kL2CacheWholeDisk: every
+  // table the virtual disk can have, at most kMaxDefaultL2CacheBytes.
   static absl::StatusOr<std::unique_ptr<Qcow2File>> Open(
       int fd, const std::string& name, bool writable,
-      size_t l2_cache_tables = kDefaultL2CacheTables);
+      size_t l2_cache_tables = kDefaultL2CacheTables,
+      uint64_t l2_cache_bytes = 0);
 
   Qcow2Metadata& metadata() { return *md_; }
   const Qcow2Header& header() const { return md_->header; }
