@@ -23,7 +23,12 @@ Qcow2State::Qcow2State(std::unique_ptr<qcow2::ImageChain> chain, bool read_only)
       read_only_(read_only),
       layers_(chain_->layers().size()),
       size_(chain_->size()),
-      cluster_size_(chain_->layers().front().qcow2->header().cluster_size()) {}
+      cluster_size_(chain_->layers().front().qcow2->header().cluster_size()) {
+  // A cluster a discard frees may still be the target of a request mapped
+  // before it (a write in place, a read): it is not handed out again while
+  // the image is served (the file grows instead; ClusterAllocator).
+  top().allocator().set_reuse_freed(false);
+}
 
 absl::StatusOr<Mapping> Qcow2State::Map(size_t layer, uint64_t voff,
                                         Qcow2Counts& counts) {

@@ -137,7 +137,7 @@ absl::StatusOr<std::variant<Done, NeedTable>> ClusterAllocator::Release(
                                             " whose refcount is already 0"));
   }
   plan.push_back({*block + range.offset, std::move(changed), true});
-  if (count == 1) freed_.push_back(c);
+  if (count == 1 && reuse_freed_) freed_.push_back(c);
   return Done{};
 }
 

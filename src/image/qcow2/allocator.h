@@ -50,6 +50,13 @@ class ClusterAllocator {
   absl::StatusOr<std::variant<uint64_t, NeedTable>> Refcount(
       uint64_t host_offset);
 
+  // Whether clusters whose refcount Release brings to 0 are handed out
+  // again (the default). A server turns it off: a request that mapped a
+  // cluster before its release may still be in flight to it, and a reuse
+  // would let that request read or overwrite the new owner's data. The
+  // released clusters stay free in the file (refcount 0; not a leak).
+  void set_reuse_freed(bool reuse) { reuse_freed_ = reuse; }
+
   // The next cluster appended past the end (for tests and info).
   uint64_t next_append() const { return next_append_ * md_.cluster_size(); }
 
@@ -60,6 +67,7 @@ class ClusterAllocator {
   Qcow2Metadata& md_;
   uint64_t next_append_;         // cluster index
   std::vector<uint64_t> freed_;  // cluster indices with refcount 0
+  bool reuse_freed_ = true;
 };
 
 }  // namespace pvdisk::image::qcow2
