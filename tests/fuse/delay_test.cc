@@ -185,10 +185,8 @@ TEST_P(DelayTest, EngineCapHalvesIopsOnASlowDevice) {
   Mount capped(dir.MakeDir("capped"), capped_args);
   ASSERT_TRUE(capped.ok()) << capped.mount_result().Describe();
 
-  // 2 s: about 10000 requests uncapped and 5000 capped, so the first
-  // 50 ms, before any completes, weigh little in either rate.
   const std::vector<std::string> job = {"--rw=randread", "--bs=4k",
-                                        "--iodepth=256", "--runtime=2",
+                                        "--iodepth=256", "--runtime=3",
                                         "--time_based"};
   // Exactly half in theory; the uncapped run, with twice the requests to
   // carry, is the one that loses to a busy CPU, so 10% is allowed for it.
