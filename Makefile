@@ -87,10 +87,11 @@ run: build-pvdisk
 
 # The ctest tests fuzz.NAME run the fuzzing tree's targets a few seconds each.
 # ctest runs CTEST_JOBS tests at a time: most of a FUSE test's time is
-# waiting (mounts, fio's start-up); on 2 CPUs the whole run took 628 s at 4
-# against 985 s one at a time without the fuzz tests (measured 2026-12-04).
+# waiting (mounts, fio's start-up). The whole run took 2012 s at 4, with
+# no timings of its own, on 2 CPUs shared with four other builds (load
+# average 7-25; measured 2026-12-05).
 # The tests that time or count what a CPU does are marked RUN_SERIAL and run
-# alone (tests/fuse/CMakeLists.txt, tests/rbd/, tests/bench/).
+# alone, last; tests/CMakeLists.txt says how tests are scheduled.
 test: ctest-jobs build fuzz-build
 	@cd $(BUILD_DIR) && ctest --output-on-failure --timeout 600 -j $(CTEST_JOBS)
 

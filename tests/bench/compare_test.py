@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/compare end to end, briefly: 1 s per run, one round, a 64 MiB image,
+"""bench/compare end to end, briefly: 0.5 s per run, one round, a 64 MiB image,
 all ten targets and all six jobs. Every row is printed and lands in valid
 JSON with every field; nothing stays mounted."""
 import glob
@@ -25,7 +25,7 @@ PVDISK_ONLY = ["vs_qsd", "vs_floor_disk", "ring_reqs_per_fuse", "avg_req_kib", "
 class CompareTest(benchtest.OneRun):
     @classmethod
     def start(cls, scratch):
-        result = scratch.run("compare", "--runtime", "1", "--rounds", "1",
+        result = scratch.run("compare", "--runtime", "0.5", "--rounds", "1",
                              "--image-size", "64M", "--out", scratch.out)
         found = glob.glob(os.path.join(scratch.out, "compare-*.json"))
         cls.json_path = found[0] if len(found) == 1 else None
@@ -93,7 +93,7 @@ class CompareBaseBuildTest(benchtest.OneRun):
         cls.base = os.path.join(scratch.dir, "base")
         os.makedirs(cls.base)
         shutil.copy2(os.path.join(benchtest.build_dir(), "pvdisk"), cls.base)
-        result = scratch.run("compare", "--runtime", "1", "--rounds", "2",
+        result = scratch.run("compare", "--runtime", "0.5", "--rounds", "2",
                              "--image-size", "64M", "--jobs", "rr4k_qd32",
                              "--targets", "native,pvdisk,pvdisk-base",
                              "--base-build", cls.base, "--out", scratch.out)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/experiments, briefly: notifications and request-size at 1 s per run
+"""bench/experiments, briefly: notifications and request-size at 0.5 s per run
 on a 64 MiB image. Every table has every column (markdown and JSON), the
 request-size PNG is a PNG, and nothing stays mounted."""
 import json
@@ -24,7 +24,7 @@ class ExperimentsTest(benchtest.OneRun):
     def start(cls, scratch):
         return scratch.run("experiments", "--only",
                            "notifications,request-size",
-                           "--runtime", "1", "--image-size", "64M",
+                           "--runtime", "0.5", "--image-size", "64M",
                            "--out", scratch.out)
 
     def load(self, name):
@@ -62,7 +62,7 @@ class ExperimentsTest(benchtest.OneRun):
 
 
 class NullDelayTest(benchtest.OneRun):
-    """--device null-delay, request-size at 1 s per run: the slow-device
+    """--device null-delay, request-size at 0.5 s per run: the slow-device
     shape (one blkif ring of 32) on the null engine with its delay, the
     device and the load in the report, and the counters that explain the
     table: small requests fill the ring, large ones do not need to."""
@@ -70,7 +70,7 @@ class NullDelayTest(benchtest.OneRun):
     @classmethod
     def start(cls, scratch):
         return scratch.run("experiments", "--device", "null-delay",
-                           "--only", "request-size", "--runtime", "1",
+                           "--only", "request-size", "--runtime", "0.5",
                            "--image-size", "64M", "--out", scratch.out)
 
     def test_report_names_the_device_and_the_load(self):

@@ -119,8 +119,10 @@ TEST_P(DelayTest, NullDiskShowsTheDelayInFioAndInTheStats) {
   // taken inside pvdisk from submission to completion, in the histogram
   // bucket that holds 2 ms + 10% (2097 < x <= 2359.3 us; p50 is the
   // bucket's upper bound, shown as 2360).
-  const std::vector<std::string> job = {
-      "--rw=randread", "--bs=4k", "--iodepth=1", "--runtime=2", "--time_based"};
+  // 1000 reads, however long they take: 2 s on the delayed disk, a
+  // fraction of a second on the undelayed one.
+  const std::vector<std::string> job = {"--rw=randread", "--bs=4k",
+                                        "--iodepth=1", "--io_size=4000k"};
   std::optional<FioReads> best;
   double best_added_us = 1e9;
   uint64_t best_p50 = UINT64_MAX;

@@ -32,16 +32,18 @@ struct FioJob {
 };
 
 const FioJob& JobNamed(const std::string& name) {
+  // 32 MiB span 32 stripes of 1 MiB, more than the queues of any default
+  // placement, so the offset map still gives every queue writes.
   static const std::vector<FioJob> jobs = {
       {"Bs4k",
-       {"--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=64M"},
-       64 * kMiB},
+       {"--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=32M"},
+       32 * kMiB},
       {"Bsrange4kTo1m",
-       {"--rw=randwrite", "--bsrange=4k-1m", "--iodepth=32", "--size=64M"},
-       64 * kMiB},
+       {"--rw=randwrite", "--bsrange=4k-1m", "--iodepth=32", "--size=32M"},
+       32 * kMiB},
       // The smallest ring: 32 requests of up to 1 MiB in flight need more
       // data pages than its pool has, so they must wait for each other
-      // (ring_full), not hang or fail.
+      // (ring_full), not hang or fail; 64 MiB give them long enough to.
       {"Bsrange4kTo1mRing32",
        {"--rw=randwrite", "--bsrange=4k-1m", "--iodepth=32", "--size=64M"},
        64 * kMiB,
