@@ -38,6 +38,8 @@ struct DiskSpec {
   std::optional<io::CompletionDelay> delay;
   // ",lock=off" clears it: take no image lock (see io/image_lock.h).
   bool lock = true;
+  // ",format=raw|qcow2"; kProbe when not given.
+  image::ImageFormat format = image::ImageFormat::kProbe;
   // The --disk argument as given, for a backend process to parse again.
   std::string arg;
 };

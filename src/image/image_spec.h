@@ -9,6 +9,18 @@
 
 namespace pvdisk::image {
 
+// What format an image of files is in (--disk ...,format=).
+enum class ImageFormat {
+  // Not given: the file's first bytes decide (the qcow2 magic, else raw).
+  // A raw image found this way refuses writes that would put a known image
+  // header into its first sector (image/image_headers.h).
+  kProbe,
+  kRaw,    // given: raw, whatever its first bytes say
+  kQcow2,  // given: qcow2; a file without the qcow2 magic is refused
+};
+// "probe", "raw" or "qcow2".
+const char* ImageFormatName(ImageFormat format);
+
 struct ImageSpec {
   // The image file; for an RBD image only how messages name it (rbd names
   // the image itself). Opened from descriptors, only a label.
@@ -21,7 +33,21 @@ struct ImageSpec {
   // The engine for an image of files (--engine): it decides whether the
   // files are opened with O_DIRECT. An RBD image has its own engine.
   io::EngineKind engine = io::EngineKind::kUring;
+  // The format; ignored for an RBD image (served raw).
+  ImageFormat format = ImageFormat::kProbe;
 };
+
+inline const char* ImageFormatName(ImageFormat format) {
+  switch (format) {
+    case ImageFormat::kRaw:
+      return "raw";
+    case ImageFormat::kQcow2:
+      return "qcow2";
+    case ImageFormat::kProbe:
+      break;
+  }
+  return "probe";
+}
 
 // Whether `kind` wants the image's files opened with O_DIRECT.
 inline bool EngineWantsDirect(io::EngineKind kind) {

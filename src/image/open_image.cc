@@ -48,14 +48,17 @@ absl::StatusOr<std::shared_ptr<Image>> FromOpenFiles(
             : io::JoinImageLock(fd, spec.path, spec.read_only));
     locked = true;
   }
-  return std::make_shared<RawImage>(std::move(files[0]), spec.engine, locked);
+  return std::make_shared<RawImage>(std::move(files[0]), spec.engine, locked,
+                                    spec.format == ImageFormat::kProbe);
 }
 
-// Refuses a file that starts with a qcow2 header: pvdisk mount serves it as
-// raw bytes otherwise, which shows the guest the format's metadata and lets
-// its writes corrupt the image. One aligned read, so that it works on a
-// file opened with O_DIRECT too.
-absl::Status RefuseQcow2(const io::ImageFile& file, const std::string& path) {
+// Refuses a file that starts with a qcow2 header, unless `format` is raw
+// (the user's word): pvdisk mount serves it as raw bytes otherwise, which
+// shows the guest the format's metadata and lets its writes corrupt the
+// image. Refuses format=qcow2 on a file without the qcow2 magic. One aligned
+// read, so that it works on a file opened with O_DIRECT too.
+absl::Status RefuseQcow2(const io::ImageFile& file, const std::string& path,
+                         ImageFormat format) {
   constexpr size_t kProbeBytes = 4096;
   void* buffer = nullptr;
   if (posix_memalign(&buffer, kProbeBytes, kProbeBytes) != 0) {
@@ -64,10 +67,17 @@ absl::Status RefuseQcow2(const io::ImageFile& file, const std::string& path) {
   std::unique_ptr<void, decltype(&free)> owned(buffer, &free);
   const ssize_t got = pread(file.fd(), buffer, kProbeBytes, 0);
   if (got < 0) return ErrnoError(errno, absl::StrCat("cannot read ", path));
-  if (got < 4 || qcow2::LoadBe32(static_cast<const uint8_t*>(buffer)) !=
-                     qcow2::kQcow2Magic) {
-    return absl::OkStatus();
+  const bool is_qcow2 =
+      got >= 4 && qcow2::LoadBe32(static_cast<const uint8_t*>(buffer)) ==
+                      qcow2::kQcow2Magic;
+  if (format == ImageFormat::kQcow2 && !is_qcow2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        " is not a qcow2 image (no qcow2 magic in its first bytes), "
+        "but format=qcow2 says it is; give format=raw to serve it raw"));
   }
+  // format=raw: the user says the file is raw, header or not.
+  if (!is_qcow2 || format == ImageFormat::kRaw) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       path,
       " is a qcow2 image; pvdisk mount serves raw image files and rbd: "
@@ -87,7 +97,7 @@ absl::StatusOr<std::shared_ptr<Image>> OpenImage(const ImageSpec& spec) {
   PVDISK_ASSIGN_OR_RETURN(files.emplace_back(),
                           io::ImageFile::Open(spec.path, spec.read_only,
                                               EngineWantsDirect(spec.engine)));
-  PVDISK_RETURN_IF_ERROR(RefuseQcow2(*files[0], spec.path));
+  PVDISK_RETURN_IF_ERROR(RefuseQcow2(*files[0], spec.path, spec.format));
   return FromOpenFiles(spec, std::move(files), LockHow::kTake);
 }
 

@@ -14,6 +14,7 @@
 #include "base/errno_status.h"
 #include "image/qcow2/endian.h"
 #include "image/qcow2/file_io.h"
+#include "image/qcow2/owner_access.h"
 
 namespace pvdisk::image::qcow2 {
 
@@ -50,6 +51,7 @@ absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::Open(
   std::string next = path;
   std::string format_hint;  // from the layer above's backing format
   std::vector<std::string> names;
+  FileUser owner;  // the top image's owner, who must be able to read the rest
   while (!next.empty()) {
     const bool top = chain->layers_.empty();
     if (chain->layers_.size() >= kMaxChainDepth) {
@@ -91,6 +93,13 @@ absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::Open(
     if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
       return absl::InvalidArgumentError(
           absl::StrCat(next, " is not a regular file or block device"));
+    }
+    // Nothing of a backing file is read before its reader is checked.
+    if (top) {
+      owner = OwnerOf(st);
+    } else if (absl::Status s = CheckOwnerCanRead(owner, fd, next, path);
+               !s.ok()) {
+      return s;
     }
     if (format_hint == "qcow2") {
       layer.format = Format::kQcow2;

@@ -24,8 +24,11 @@ namespace pvdisk::image::qcow2 {
 class Qcow2File {
  public:
   // Opens the qcow2 metadata of `fd` (borrowed; it must outlive this).
-  // `writable` also refuses what cannot be written (the dirty bit) and
-  // clears the autoclear bits in the file.
+  // `writable` also refuses what cannot be written, clears the autoclear
+  // bits in the file and, for an image with the dirty bit, rebuilds its
+  // refcounts first (refcount_rebuild.h; durable, then the dirty bit
+  // cleared) and says so in one line on stderr. A read-only open takes a
+  // dirty image as it is: reads do not use the refcounts.
   static absl::StatusOr<std::unique_ptr<Qcow2File>> Open(
       int fd, const std::string& name, bool writable,
       size_t l2_cache_tables = kDefaultL2CacheTables);
@@ -58,6 +61,9 @@ class Qcow2File {
   Qcow2File(int fd, bool writable, std::unique_ptr<Qcow2Metadata> md)
       : fd_(fd), writable_(writable), md_(std::move(md)), allocator_(*md_) {}
   absl::Status Load(TableCache& cache, uint64_t offset);
+  // Counts every cluster the metadata names and makes the refcounts say
+  // so, then clears the dirty bit; returns the clusters in use.
+  absl::StatusOr<uint64_t> RebuildRefcounts();
   // Runs `step`, one of the core's steps (its answer, or the NeedTable it
   // lacks), loading each table it asks for into `cache`, until it gives an
   // Answer; a bounded number of rounds, then Unavailable.
