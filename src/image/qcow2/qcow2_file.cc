@@ -29,6 +29,12 @@ constexpr uint64_t kHeaderReadBytes = uint64_t{1} << kMaxClusterBits;
 
 absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::Open(
     int fd, const std::string& name, bool writable, size_t l2_cache_tables) {
+  return Open(fd, name, writable, l2_cache_tables, /*may_rebuild=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::Open(
+    int fd, const std::string& name, bool writable, size_t l2_cache_tables,
+    bool may_rebuild) {
   struct stat st = {};
   if (fstat(fd, &st) != 0) {
     return ErrnoError(errno, absl::StrCat("cannot stat ", name));
@@ -78,13 +84,19 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::Open(
     }
   }
   if (writable && dirty) {
+    if (!may_rebuild) {
+      return absl::DataLossError(
+          absl::StrCat(name,
+                       ": the dirty bit is still set after its refcounts were "
+                       "rebuilt"));
+    }
     absl::StatusOr<uint64_t> clusters = file->RebuildRefcounts();
     if (!clusters.ok()) return clusters.status();
     LogInfo("%s: dirty bit set, refcounts rebuilt (%d clusters)", name,
             *clusters);
     // Opened again from the file: the tables as the rebuild left them.
     file.reset();
-    return Open(fd, name, writable, l2_cache_tables);
+    return Open(fd, name, writable, l2_cache_tables, /*may_rebuild=*/false);
   }
   return file;
 }

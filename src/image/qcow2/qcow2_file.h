@@ -58,6 +58,11 @@ class Qcow2File {
   absl::StatusOr<uint64_t> AllocatedBytes();
 
  private:
+  // Open; `may_rebuild` false: a dirty image is an error (once rebuilt,
+  // the file must no longer be dirty).
+  static absl::StatusOr<std::unique_ptr<Qcow2File>> Open(
+      int fd, const std::string& name, bool writable, size_t l2_cache_tables,
+      bool may_rebuild);
   Qcow2File(int fd, bool writable, std::unique_ptr<Qcow2Metadata> md)
       : fd_(fd), writable_(writable), md_(std::move(md)), allocator_(*md_) {}
   absl::Status Load(TableCache& cache, uint64_t offset);
