@@ -488,6 +488,19 @@ TEST_F(Qcow2HostileTest, BackingLoopsAreRefused) {
   EXPECT_FALSE(ImageChain::Open(self).ok());
 }
 
+// A backing name that names a FIFO is refused before it is opened: an open
+// would block until a writer comes.
+TEST_F(Qcow2HostileTest, ABackingFifoIsRefusedWithoutWaiting) {
+  const std::string fifo = dir_.File("pipe");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const std::string top = dir_.File("over-fifo.qcow2");
+  ShOk("qemu-img create -q -f qcow2 -u -b pipe -F raw '" + top + "' 1M");
+  absl::StatusOr<std::unique_ptr<ImageChain>> c = ImageChain::Open(top);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("not a regular file"), std::string::npos)
+      << c.status();
+}
+
 TEST_F(Qcow2HostileTest, CompressedClustersAreAnErrorOfTheirRange) {
   const std::string raw = dir_.File("r.raw");
   const std::string packed = dir_.File("c.qcow2");

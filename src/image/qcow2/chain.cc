@@ -59,8 +59,23 @@ absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::Open(
           "backing chain of ", path, " is deeper than ", kMaxChainDepth,
           " images: ", absl::StrJoin(names, " -> ")));
     }
-    const int flags =
-        (top && options.writable_top ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+    // A backing file is checked before it is opened: opening a device or a
+    // FIFO a header names could do something, or block.
+    if (!top) {
+      struct stat before = {};
+      if (stat(next.c_str(), &before) == 0) {
+        if (absl::Status s = CheckOwnerCanRead(owner, before, next, path);
+            !s.ok()) {
+          return s;
+        }
+        if (!S_ISREG(before.st_mode) && !S_ISBLK(before.st_mode)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(next, " is not a regular file or block device"));
+        }
+      }
+    }
+    const int flags = (top && options.writable_top ? O_RDWR : O_RDONLY) |
+                      O_CLOEXEC | O_NONBLOCK;
     int fd = open(next.c_str(), flags);
     if (fd < 0) {
       const int error = errno;
@@ -97,7 +112,7 @@ absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::Open(
     // Nothing of a backing file is read before its reader is checked.
     if (top) {
       owner = OwnerOf(st);
-    } else if (absl::Status s = CheckOwnerCanRead(owner, fd, next, path);
+    } else if (absl::Status s = CheckOwnerCanRead(owner, st, next, path);
                !s.ok()) {
       return s;
     }

@@ -57,7 +57,7 @@ bool ModeAllows(const struct stat& st, const FileUser& user, int want) {
   return (bits & want) == want;
 }
 
-absl::Status CheckOwnerCanRead(const FileUser& user, int fd,
+absl::Status CheckOwnerCanRead(const FileUser& user, const struct stat& st,
                                const std::string& backing,
                                const std::string& image) {
   if (user.uid == 0) return absl::OkStatus();
@@ -66,10 +66,6 @@ absl::Status CheckOwnerCanRead(const FileUser& user, int fd,
                    " is not readable by the image's owner (uid ", user.uid,
                    "): refused, so that the image shows no file its owner "
                    "could not read");
-  struct stat st = {};
-  if (fstat(fd, &st) != 0) {
-    return ErrnoError(errno, absl::StrCat("cannot stat ", backing));
-  }
   if (!ModeAllows(st, user, R_OK)) {
     return absl::PermissionDeniedError(refused);
   }

@@ -36,11 +36,14 @@ FileUser OwnerOf(const struct stat& st);
 // (uid 0) may always.
 bool ModeAllows(const struct stat& st, const FileUser& user, int want);
 
-// OK if `user` could read the open file `fd` (its attributes) at `path`:
-// every directory above the canonical path searchable and the file
-// readable. Otherwise PermissionDenied naming `backing` (how the image
-// names it), the image `image` and the uid.
-absl::Status CheckOwnerCanRead(const FileUser& user, int fd,
+// OK if `user` could read the file `backing` whose attributes are `st`:
+// every directory above its canonical path searchable and the file
+// readable. Otherwise PermissionDenied naming `backing` (the path the
+// image's name resolves to), the image `image` and the uid. Callers check
+// the path's stat() before they open it (opening some files does
+// something) and the open file's fstat() after (what is read is what was
+// checked).
+absl::Status CheckOwnerCanRead(const FileUser& user, const struct stat& st,
                                const std::string& backing,
                                const std::string& image);
 
