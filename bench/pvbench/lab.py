@@ -287,13 +287,32 @@ class Lab:
     def native(self):
         return Native(self.image)
 
-    def mount(self, flags, disk=None, pvdisk=None):
-        """A new pvdisk mount of the image with these flags (or of `disk`,
-        a whole --disk argument: see PvdiskMount), by the lab's build's
-        pvdisk or the program `pvdisk` (another build's)."""
+    def mount(self, flags, disk=None, pvdisk=None, image=None):
+        """A new pvdisk mount of the image (or of `image`, another file)
+        with these flags (or of `disk`, a whole --disk argument: see
+        PvdiskMount), by the lab's build's pvdisk or the program `pvdisk`
+        (another build's)."""
         mnt = os.path.join(self.dir, "mnt%d" % len(self.targets))
-        return self._keep(PvdiskMount(pvdisk or self.pvdisk, self.image, mnt,
-                                      flags, disk))
+        return self._keep(PvdiskMount(pvdisk or self.pvdisk,
+                                      image or self.image, mnt, flags, disk))
+
+    def qcow2(self, name, from_image=True, cluster_size=65536):
+        """A qcow2 image in the lab's folder: the lab's image converted
+        (every cluster allocated: the data is random), or with
+        `from_image` False an empty one of the same virtual size. Its
+        path."""
+        path = os.path.join(self.dir, name)
+        if from_image:
+            cmd = ["qemu-img", "convert", "-O", "qcow2", "-o",
+                   "cluster_size=%d" % cluster_size, self.image, path]
+        else:
+            cmd = ["qemu-img", "create", "-q", "-f", "qcow2", "-o",
+                   "cluster_size=%d" % cluster_size, path, str(self.size)]
+        p = subprocess.run(cmd, text=True, capture_output=True)
+        if p.returncode != 0:
+            raise BenchError("%s failed: %s" % (shlex.join(cmd),
+                                                last_line(p.stderr)))
+        return path
 
     def floor(self, io="classic", serve_image=False):
         """A bench/fuse_floor mount as large as the image, on FUSE channel
@@ -304,11 +323,19 @@ class Lab:
         return self._keep(FuseFloor(program, mnt, self.size, io,
                                     self.image if serve_image else None))
 
-    def qsd(self):
-        """A qemu-storage-daemon FUSE export of the image."""
+    def qsd(self, qcow2=None):
+        """A qemu-storage-daemon FUSE export of the image, or of the qcow2
+        image at `qcow2` (driver=qcow2 over its file, which has the raw
+        export's aio=io_uring and cache.direct=on)."""
+        image = qcow2 or self.image
         file = os.path.join(self.dir, "qsd%d-%s" % (len(self.targets),
-                                                    os.path.basename(self.image)))
-        return self._keep(QsdExport(self.image, file))
+                                                    os.path.basename(image)))
+        blockdev = None
+        if qcow2:
+            blockdev = ("driver=qcow2,file.driver=file,file.filename=%s,"
+                        "file.aio=io_uring,file.cache.direct=on,"
+                        "file.locking=off" % os.path.abspath(qcow2))
+        return self._keep(QsdExport(image, file, blockdev=blockdev))
 
     # RBD: the same targets on an image of a Ceph cluster instead of the
     # lab's image file.

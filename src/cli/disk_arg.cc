@@ -96,7 +96,8 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
   }
   if (spec.path.empty()) {
     return absl::InvalidArgumentError(
-        "--disk needs an image path: --disk PATH[,ro][,lock=off][,size=SIZE]"
+        "--disk needs an image path: --disk PATH[,ro][,lock=off]"
+        "[,format=raw|qcow2][,size=SIZE]"
         "[,eio=SECTOR[+COUNT]]");
   }
   for (size_t i = 1; i < parts.size(); ++i) {
@@ -116,6 +117,23 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
       spec.read_only = true;
     } else if (option == "lock=off" || option == "lock=on") {
       spec.lock = option == "lock=on";
+    } else if (option.rfind("format=", 0) == 0) {
+      const std::string format = option.substr(7);
+      if (spec.rbd) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--disk ", text,
+                         ": format= applies to image files; an RBD image is "
+                         "served raw"));
+      }
+      if (format == "raw") {
+        spec.format = image::ImageFormat::kRaw;
+      } else if (format == "qcow2") {
+        spec.format = image::ImageFormat::kQcow2;
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--disk ", text, ": format takes raw or qcow2, not '",
+                         format, "'"));
+      }
     } else if (option.rfind("size=", 0) == 0) {
       absl::StatusOr<uint64_t> size = ParseSize(option.substr(5));
       if (!size.ok()) {
@@ -159,9 +177,9 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("--disk ", text, ": unknown option '", option,
-                       "'; allowed: ro, lock=on|off, size=SIZE, "
-                       "eio=SECTOR[+COUNT], delay=US, delay-write=US, "
-                       "l2_cache=SIZE (qcow2)",
+                       "'; allowed: ro, lock=on|off, format=raw|qcow2, "
+                       "size=SIZE, eio=SECTOR[+COUNT], delay=US, "
+                       "delay-write=US, l2_cache=SIZE (qcow2)",
                        spec.rbd ? ", and for rbd: disks conf=PATH, id=CLIENT, "
                                   "timeout=SECONDS"
                                 : ""));

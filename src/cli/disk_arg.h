@@ -1,8 +1,9 @@
 // Parsing of one --disk argument:
-// PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]][,delay=US]
+// PATH[,ro][,lock=off][,format=raw|qcow2][,size=SIZE][,eio=SECTOR[+COUNT]][,delay=US]
 // [,delay-write=US], or
 // rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,timeout=SECONDS] with the same
-// options but lock= (an RBD image has its own exclusive lock).
+// options but lock= and format= (an RBD image has its own exclusive lock and is
+// served raw).
 #pragma once
 
 #include "absl/status/statusor.h"

@@ -61,7 +61,8 @@ struct MountConfig {
 
 const std::vector<FlagSpec>& MountFlags() {
   static const std::vector<FlagSpec> specs = {
-      {"disk", true, true, "PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+N]]",
+      {"disk", true, true,
+       "PATH[,ro][,lock=off][,format=raw|qcow2][,size=SIZE][,eio=SECTOR[+N]]",
        "",
        "an image to serve; ro = read-only, lock=off = take no image lock "
        "(by default a read-write disk refuses an image another pvdisk or "

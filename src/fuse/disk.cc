@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/size.h"
 #include "base/status_macros.h"
+#include "image/image_headers.h"
 #include "image/open_image.h"
 #include "transport/process/wire.h"
 
@@ -45,6 +46,7 @@ image::ImageSpec ImageSpecOf(const DiskSpec& spec, io::EngineKind engine) {
   image.lock = spec.lock;
   image.engine = engine;
   image.l2_cache_bytes = spec.l2_cache_bytes;
+  image.format = spec.format;
   return image;
 }
 
@@ -141,6 +143,10 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
   transport_options.queue.disk_sectors = disk->image_->size_sectors();
   transport_options.queue.read_only = spec.read_only;
   transport_options.queue.serial = serial;
+  if (disk->image_->refuses_header_writes()) {
+    transport_options.queue.policy.refuse_first_sector =
+        &image::HoldsImageHeader;
+  }
   if (in_process) {
     // The backend lives in another process: it cannot run the frontend's
     // interrupt handler, so interrupts go through the eventfd.

@@ -42,6 +42,8 @@ struct DiskSpec {
   // ",l2_cache=SIZE": a qcow2 image's L2 cache per layer; 0: the default
   // (image::ImageSpec::l2_cache_bytes).
   uint64_t l2_cache_bytes = 0;
+  // ",format=raw|qcow2"; kProbe when not given.
+  image::ImageFormat format = image::ImageFormat::kProbe;
   // The --disk argument as given, for a backend process to parse again.
   std::string arg;
 };

@@ -20,8 +20,8 @@ namespace {
 // The names the mount's own files take (the hidden trace control file
 // too: a disk of that name could not be looked up).
 bool IsStatsFileName(std::string_view name) {
-  return name == kStatsName || name == kStatsJsonName ||
-         name == kMetricsName || name == trace::kTraceName;
+  return name == kStatsName || name == kStatsJsonName || name == kMetricsName ||
+         name == trace::kTraceName;
 }
 
 // The checks of an rbd: disk that need no cluster: its conf= exists (and

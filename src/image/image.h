@@ -98,6 +98,11 @@ class Image {
   // split of the data): the disk makes engines with that many extra I/Os
   // per ring slot (ExtraIosFor). A raw image: 0.
   virtual uint32_t extra_ios_per_request() const { return 0; }
+  // Whether the disk must refuse writes that would put a known image header
+  // into its first sector (image_headers.h): a raw image whose format was
+  // probed, not given, served writable. The disk's queues refuse them with
+  // EPERM and count them (`refused_header_writes`).
+  virtual bool refuses_header_writes() const { return false; }
   // Lines of its own for the stats header, after the ones every disk has.
   virtual std::vector<std::pair<std::string, std::string>> Describe() const {
     return {};

@@ -9,6 +9,18 @@
 
 namespace pvdisk::image {
 
+// What format an image of files is in (--disk ...,format=).
+enum class ImageFormat {
+  // Not given: the file's first bytes decide (the qcow2 magic, else raw).
+  // A raw image found this way refuses writes that would put a known image
+  // header into its first sector (image/image_headers.h).
+  kProbe,
+  kRaw,    // given: raw, whatever its first bytes say
+  kQcow2,  // given: qcow2; a file without the qcow2 magic is refused
+};
+// "probe", "raw" or "qcow2".
+const char* ImageFormatName(ImageFormat format);
+
 struct ImageSpec {
   // The image file; for an RBD image only how messages name it (rbd names
   // the image itself). Opened from descriptors, only a label.
@@ -24,7 +36,21 @@ struct ImageSpec {
   // A qcow2 image's L2 cache in bytes per layer (l2_cache=SIZE); 0: enough
   // tables to map the whole disk, at most 32 MiB.
   uint64_t l2_cache_bytes = 0;
+  // The format; ignored for an RBD image (served raw).
+  ImageFormat format = ImageFormat::kProbe;
 };
+
+inline const char* ImageFormatName(ImageFormat format) {
+  switch (format) {
+    case ImageFormat::kRaw:
+      return "raw";
+    case ImageFormat::kQcow2:
+      return "qcow2";
+    case ImageFormat::kProbe:
+      break;
+  }
+  return "probe";
+}
 
 // Whether `kind` wants the image's files opened with O_DIRECT.
 inline bool EngineWantsDirect(io::EngineKind kind) {

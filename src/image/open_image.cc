@@ -50,7 +50,8 @@ absl::StatusOr<std::shared_ptr<Image>> FromOpenFiles(
             : io::JoinImageLock(fd, spec.path, spec.read_only));
     locked = true;
   }
-  return std::make_shared<RawImage>(std::move(files[0]), spec.engine, locked);
+  return std::make_shared<RawImage>(std::move(files[0]), spec.engine, locked,
+                                    spec.format == ImageFormat::kProbe);
 }
 
 // Whether the file open as `fd` starts with the qcow2 magic. One aligned
@@ -68,12 +69,29 @@ absl::StatusOr<bool> IsQcow2(int fd, const std::string& path) {
                          qcow2::kQcow2Magic;
 }
 
-// Whether the file at `path` is a qcow2 image; false when it cannot be
-// opened (opening it as raw then says why).
-absl::StatusOr<bool> IsQcow2(const std::string& path) {
+// Whether to serve the file open as `fd` as qcow2: as `format` says, or as
+// its first bytes say when the format is probed. format=qcow2 on a file
+// without the qcow2 magic is refused; format=raw serves a qcow2 file's
+// bytes raw (the user's word).
+absl::StatusOr<bool> ServeAsQcow2(int fd, const std::string& path,
+                                  ImageFormat format) {
+  if (format == ImageFormat::kRaw) return false;
+  PVDISK_ASSIGN_OR_RETURN(const bool is_qcow2, IsQcow2(fd, path));
+  if (format == ImageFormat::kQcow2 && !is_qcow2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        " is not a qcow2 image (no qcow2 magic in its first bytes), "
+        "but format=qcow2 says it is; give format=raw to serve it raw"));
+  }
+  return is_qcow2;
+}
+
+// As above for the file at `path`; false when it cannot be opened (opening
+// it as raw then says why).
+absl::StatusOr<bool> ServeAsQcow2(const std::string& path, ImageFormat format) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  absl::StatusOr<bool> qcow2 = IsQcow2(fd, path);
+  absl::StatusOr<bool> qcow2 = ServeAsQcow2(fd, path, format);
   close(fd);
   return qcow2;
 }
@@ -86,7 +104,8 @@ absl::StatusOr<std::shared_ptr<Image>> OpenImage(const ImageSpec& spec) {
                             io::RbdImage::Open(*spec.rbd, spec.read_only));
     return std::make_shared<RbdVolume>(std::move(rbd));
   }
-  PVDISK_ASSIGN_OR_RETURN(const bool qcow2, IsQcow2(spec.path));
+  PVDISK_ASSIGN_OR_RETURN(const bool qcow2,
+                          ServeAsQcow2(spec.path, spec.format));
   if (qcow2) return Qcow2Image::Open(spec, nullptr);
   std::vector<std::unique_ptr<io::ImageFile>> files;
   PVDISK_ASSIGN_OR_RETURN(files.emplace_back(),
@@ -102,7 +121,8 @@ absl::StatusOr<std::shared_ptr<Image>> OpenImageFromFiles(
         spec.rbd->Name(), " is an RBD image: it has no files to open"));
   }
   if (!fds.empty()) {
-    PVDISK_ASSIGN_OR_RETURN(const bool qcow2, IsQcow2(fds.front(), spec.path));
+    PVDISK_ASSIGN_OR_RETURN(const bool qcow2,
+                            ServeAsQcow2(fds.front(), spec.path, spec.format));
     if (qcow2) return Qcow2Image::Open(spec, &fds);
   }
   std::vector<std::unique_ptr<io::ImageFile>> files;

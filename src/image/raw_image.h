@@ -14,10 +14,14 @@ namespace pvdisk::image {
 class RawImage final : public Image {
  public:
   // Takes over `file`, to be served by `engine`. `locked`: `file` holds the
-  // image lock, dropped by Release().
+  // image lock, dropped by Release(). `probed`: the format was probed, not
+  // given (see refuses_header_writes).
   RawImage(std::unique_ptr<io::ImageFile> file, io::EngineKind engine,
-           bool locked)
-      : file_(std::move(file)), engine_(engine), locked_(locked) {}
+           bool locked, bool probed = false)
+      : file_(std::move(file)),
+        engine_(engine),
+        locked_(locked),
+        probed_(probed) {}
   ~RawImage() override { Release(); }
 
   const std::string& name() const override { return file_->path(); }
@@ -30,6 +34,9 @@ class RawImage final : public Image {
   }
   io::EngineKind engine() const override { return engine_; }
   std::vector<int> files() const override { return {file_->fd()}; }
+  bool refuses_header_writes() const override {
+    return probed_ && !read_only();
+  }
 
   absl::StatusOr<std::unique_ptr<io::IoEngine>> MakeEngine(
       const io::EngineOptions& options) override;
@@ -40,6 +47,7 @@ class RawImage final : public Image {
   std::unique_ptr<io::ImageFile> file_;
   io::EngineKind engine_;
   bool locked_;
+  const bool probed_;
 };
 
 }  // namespace pvdisk::image

@@ -62,6 +62,9 @@ enum class CounterKind {
     "data pages unmapped per request (--persistent off)")                      \
   X(errors, kCount, "ring requests that failed with an I/O error")             \
   X(invalid_reqs, kCount, "ring requests rejected by validation")              \
+  X(refused_header_writes, kCount,                                             \
+    "writes refused with EPERM for putting an image header into sector 0 "     \
+    "of a disk whose raw format was probed")                                   \
   X(zero_copy_ios, kCount,                                                     \
     "reads and writes carried on the FUSE payload's own pages (no copy)")      \
   X(bounced_reqs, kCount,                                                      \

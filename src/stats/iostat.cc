@@ -64,6 +64,7 @@ std::vector<double> IostatRow(const QueueSnapshot& before,
       Ratio(d(Counter::splits), seconds),
       d(Counter::errors),
       d(Counter::invalid_reqs),
+      d(Counter::refused_header_writes),
       IntervalP99Millis(before.read_latency, after.read_latency),
       IntervalP99Millis(before.write_latency, after.write_latency),
   };

@@ -43,6 +43,9 @@ inline constexpr IostatColumn kIostatColumns[] = {
     {"splits/s", 2, "extra ring requests per second from splitting"},
     {"errors", 0, "ring requests that failed in the interval"},
     {"invalid", 0, "ring requests rejected by validation in the interval"},
+    {"refused", 0,
+     "writes refused in the interval for putting an image header into "
+     "sector 0"},
     {"r_p99", 3, "99th percentile FUSE READ latency in the interval, ms"},
     {"w_p99", 3, "99th percentile FUSE WRITE latency in the interval, ms"},
 };

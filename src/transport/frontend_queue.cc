@@ -99,6 +99,13 @@ uint64_t FrontendQueue::ChildSectors(const BlockIo* io, uint32_t child) const {
 void FrontendQueue::Submit(BlockIo* io) {
   BlockIo::QueueState& state = io->state_;
   state.Reset();
+  if (io->op == BlockOp::kWrite && io->sector == 0 &&
+      policy_.refuse_first_sector != nullptr &&
+      policy_.refuse_first_sector(io->write_data)) {
+    stats_->Add(Counter::refused_header_writes);
+    io->Complete(-EPERM, {});
+    return;
+  }
   bool is_data = IsData(io->op);
   // Data in pieces of max_segments pages; discard and write-zeroes ranges in
   // pieces the protocol's range field holds (both counted as `splits`).

@@ -78,10 +78,20 @@ struct FrontendLayout {
 
 enum class DispatchMode { kWhenRoom, kAlways };
 
+// Says whether a write may not put `sector` (512 bytes) into sector 0.
+using FirstSectorCheck = bool (*)(const uint8_t* sector);
+
 struct QueuePolicy {
   bool merge = true;
   DispatchMode dispatch = DispatchMode::kWhenRoom;
   uint32_t plug_us = 0;  // 0: never hold requests back
+  // When set, Submit() completes a write of sector 0 whose first sector
+  // this refuses with -EPERM at once, before it reaches the ring (the ring
+  // protocols carry no errno but EIO), and counts it in
+  // `refused_header_writes`. A raw disk whose format was probed sets it
+  // (image/image_headers.h); every write reaches sector 0 whole through
+  // here, read-modify-writes too, so this is the one place it is checked.
+  FirstSectorCheck refuse_first_sector = nullptr;
 };
 
 class FrontendQueue final : public InterruptHandler {

@@ -86,8 +86,8 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
   queue->frontend_ = std::make_unique<FrontendQueue>(
       std::move(driver_ring), front + ring_bytes, layout, options.policy,
       queue->kick_.get(), queue->irq_.get(), stats);
-  queue->trace_ = std::make_unique<trace::QueueTrace>(
-      static_cast<uint16_t>(options.index));
+  queue->trace_ =
+      std::make_unique<trace::QueueTrace>(static_cast<uint16_t>(options.index));
   queue->frontend_->SetTrace(queue->trace_.get());
   return queue;
 }

@@ -83,6 +83,37 @@ class CompareTest(benchtest.OneRun):
             self.assertIn(goal["met"], (True, False), goal["what"])
 
 
+class CompareQcow2Test(benchtest.OneRun):
+    """The qcow2 targets: qsd-qcow2 serves the filled image converted to
+    qcow2 beside native, and the allocating job runs for it on an empty
+    qcow2 image. (pvdisk-qcow2 is the same mount with format=qcow2.)"""
+
+    @classmethod
+    def start(cls, scratch):
+        result = scratch.run("compare", "--runtime", "1", "--rounds", "1",
+                             "--image-size", "64M", "--jobs", "rr4k_qd32",
+                             "--targets", "native,qsd-qcow2",
+                             "--out", scratch.out)
+        found = glob.glob(os.path.join(scratch.out, "compare-*.json"))
+        cls.json_path = found[0] if len(found) == 1 else None
+        return result
+
+    def test_rows_and_the_allocating_job(self):
+        with open(self.json_path) as f:
+            data = json.load(f)
+        self.assertEqual([(r["job"], r["target"]) for r in data["rows"]],
+                         [("rr4k_qd32", "native"), ("rr4k_qd32", "qsd-qcow2"),
+                          ("alloc4k_qd32", "qsd-qcow2")])
+        for row in data["rows"]:
+            self.assertGreater(row["iops"], 0, row)
+        self.assertEqual(list(data["jobs"]), ["rr4k_qd32", "alloc4k_qd32"])
+        self.assertEqual(data["jobs"]["alloc4k_qd32"]["options"],
+                         fio.MATRIX["rw4k_qd32"])
+        self.assertIn("driver=qcow2 over its file with aio=io_uring, "
+                      "cache.direct=on", self.result.stdout)
+        self.assertRegex(self.result.stderr, r"alloc4k_qd32 round 1 qsd-qcow2")
+
+
 class CompareBaseBuildTest(benchtest.OneRun):
     """--base-build: a second build's pvdisk (here a copy of this one in the
     scratch folder) as target pvdisk-base beside pvdisk, a vs_base column,
@@ -134,5 +165,5 @@ class CompareBaseBuildTest(benchtest.OneRun):
 
 
 if __name__ == "__main__":
-    benchtest.need("fio", "qemu-storage-daemon")
+    benchtest.need("fio", "qemu-storage-daemon", "qemu-img")
     benchtest.main()

@@ -52,6 +52,27 @@ TEST(ParseDiskArgTest, LockIsOnUnlessTurnedOff) {
   EXPECT_TRUE(Contains(message, "lock=on|off")) << message;
 }
 
+TEST(ParseDiskArgTest, FormatIsProbedUnlessGiven) {
+  absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg("a.img");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->format, image::ImageFormat::kProbe);
+  spec = ParseDiskArg("a.img,format=raw");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->format, image::ImageFormat::kRaw);
+  spec = ParseDiskArg("a.img,ro,format=qcow2");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->format, image::ImageFormat::kQcow2);
+  EXPECT_EQ(fuse::ImageSpecOf(*spec, io::EngineKind::kUring).format,
+            image::ImageFormat::kQcow2);
+  std::string message = ErrorOf("a.img,format=vmdk");
+  EXPECT_TRUE(Contains(message, "format takes raw or qcow2, not 'vmdk'"))
+      << message;
+  message = ErrorOf("a.img,format=");
+  EXPECT_TRUE(Contains(message, "format takes raw or qcow2")) << message;
+  message = ErrorOf("rbd:pool/image,format=raw");
+  EXPECT_TRUE(Contains(message, "format= applies to image files")) << message;
+}
+
 TEST(ParseDiskArgTest, Size) {
   absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg("a.img,size=1G");
   ASSERT_TRUE(spec.ok()) << spec.status();

@@ -1,6 +1,13 @@
 // pvdisk info: format, sizes and the backing chain of raw and qcow2 images
 // (made by pvdisk create), as text and JSON; bad input is a usage error.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "common/temp_dir.h"
@@ -47,6 +54,72 @@ TEST(RunInfoTest, BadInputIsAUsageError) {
   Info({dir.File("a"), "--bogus"}, &code);
   EXPECT_EQ(code, kExitUsage);
   EXPECT_EQ(RunInfo({"--help"}), kExitOk);
+}
+
+// Writes `bytes` at `offset` of `path`.
+void Patch(const std::string& path, uint64_t offset, const std::string& bytes) {
+  int fd = open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0) << path;
+  ASSERT_EQ(pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)),
+            static_cast<ssize_t>(bytes.size()));
+  close(fd);
+}
+
+std::string Be32(uint32_t v) {
+  return {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+          static_cast<char>(v >> 8), static_cast<char>(v)};
+}
+
+// Hostile headers: `pvdisk info` refuses each with one line on stderr that
+// names what is wrong, and exits with the usage status; never a crash.
+TEST(RunInfoTest, HostileImagesAreRefusedInOneLine) {
+  pvdisk::testing::TempDir dir("pvdisk_info");
+  struct Case {
+    uint64_t offset;
+    std::string bytes;
+    const char* names;
+  };
+  const Case cases[] = {
+      {96, Be32(7), "refcount_order 7"},
+      {20, Be32(8), "cluster_bits 8"},
+      {20, Be32(31), "cluster_bits 31"},
+      {36, Be32(1u << 31), "l1_size 2147483648"},
+  };
+  for (const Case& c : cases) {
+    const std::string img = dir.File("hostile.qcow2");
+    ASSERT_EQ(RunCreate({img, "--size", "1M", "--format", "qcow2", "--force"}),
+              kExitOk);
+    Patch(img, c.offset, c.bytes);
+    ::testing::internal::CaptureStderr();
+    int code = -1;
+    Info({img}, &code);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(code, kExitUsage) << c.names;
+    EXPECT_NE(err.find(c.names), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  }
+  // A backing loop: y.qcow2's header names x.qcow2, which names y.qcow2.
+  const std::string x = dir.File("x.qcow2");
+  const std::string y = dir.File("y.qcow2");
+  ASSERT_EQ(RunCreate({y, "--size", "1M", "--format", "qcow2"}), kExitOk);
+  ASSERT_EQ(RunCreate({x, "--format", "qcow2", "--backing", "y.qcow2"}),
+            kExitOk);
+  ASSERT_EQ(
+      RunCreate({y, "--format", "qcow2", "--backing", "x.qcow2", "--force"}),
+      kExitUsage)
+      << "create follows the chain and refuses the loop";
+  std::ifstream in(x, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  const size_t at = bytes.find("y.qcow2");
+  ASSERT_NE(at, std::string::npos);
+  Patch(x, at, "x.qcow2");
+  ::testing::internal::CaptureStderr();
+  int code = -1;
+  Info({x}, &code);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(code, kExitUsage);
+  EXPECT_NE(err.find("loops"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
 }
 
 }  // namespace

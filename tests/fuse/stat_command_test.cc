@@ -152,10 +152,11 @@ TEST(StatCommandTest, TextHasIostatColumnsAndARowPerQueue) {
   std::vector<std::string> header =
       absl::StrSplit(lines[1], ' ', absl::SkipEmpty());
   std::vector<std::string> expected = {
-      "disk",        "queue",    "r/s",    "w/s",      "rMB/s",     "wMB/s",
-      "rrqm/s",      "wrqm/s",   "%rrqm",  "%wrqm",    "rareq-sz",  "wareq-sz",
-      "r_await",     "w_await",  "aqu-sz", "ring/req", "kicks/req", "irqs/req",
-      "ring_full/s", "splits/s", "errors", "invalid",  "r_p99",     "w_p99"};
+      "disk",     "queue",     "r/s",      "w/s",         "rMB/s",
+      "wMB/s",    "rrqm/s",    "wrqm/s",   "%rrqm",       "%wrqm",
+      "rareq-sz", "wareq-sz",  "r_await",  "w_await",     "aqu-sz",
+      "ring/req", "kicks/req", "irqs/req", "ring_full/s", "splits/s",
+      "errors",   "invalid",   "refused",  "r_p99",       "w_p99"};
   EXPECT_EQ(header, expected);
   EXPECT_EQ(lines[2].rfind("a.img all", 0), 0u) << lines[2];
   EXPECT_EQ(lines[3].rfind("a.img 0", 0), 0u) << lines[3];

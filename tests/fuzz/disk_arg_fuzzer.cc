@@ -1,7 +1,8 @@
 // Fuzzes ParseDiskArg
-// (--disk PATH[,ro][,lock=off][,size=SIZE][,eio=SECTOR[+COUNT]][,delay=US]
-// [,delay-write=US], or rbd:POOL/IMAGE[,conf=][,id=][,timeout=] with the
-// same options but lock=):
+// (--disk PATH[,ro][,lock=off][,format=raw|qcow2][,size=SIZE]
+// [,eio=SECTOR[+COUNT]][,delay=US][,delay-write=US], or
+// rbd:POOL/IMAGE[,conf=][,id=][,timeout=] with the same options but lock=
+// and format=):
 // any text is either refused with an InvalidArgument that starts with
 // "--disk", or gives a spec with a non-empty path without commas, a positive
 // size and a non-empty fault range; that spec, written back in the canonical
@@ -21,6 +22,10 @@ std::string Canonical(const pvdisk::fuse::DiskSpec& spec) {
   if (spec.read_only) absl::StrAppend(&text, ",ro");
   // An rbd: disk takes no lock= (its image has its own lock).
   if (!spec.lock && !spec.rbd) absl::StrAppend(&text, ",lock=off");
+  if (spec.format != pvdisk::image::ImageFormat::kProbe) {
+    absl::StrAppend(&text,
+                    ",format=", pvdisk::image::ImageFormatName(spec.format));
+  }
   if (spec.rbd) {
     if (!spec.rbd->conf.empty())
       absl::StrAppend(&text, ",conf=", spec.rbd->conf);
@@ -52,7 +57,7 @@ bool SameSpec(const pvdisk::fuse::DiskSpec& a,
        (a.delay->us == b.delay->us && a.delay->write_us == b.delay->write_us));
   return same_rbd && same_delay && a.path == b.path &&
          a.read_only == b.read_only && a.lock == b.lock &&
-         a.expected_size == b.expected_size &&
+         a.format == b.format && a.expected_size == b.expected_size &&
          a.fault.has_value() == b.fault.has_value() &&
          (!a.fault || (a.fault->first_sector == b.fault->first_sector &&
                        a.fault->sector_count == b.fault->sector_count));

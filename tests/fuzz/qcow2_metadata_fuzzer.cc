@@ -1,8 +1,10 @@
 // Fuzzes the qcow2 core (src/image/qcow2/) with the input as an image file:
 // the header and its extensions are parsed, the layout checked, the L1 and
-// refcount tables built, every cluster of the disk mapped (tables loaded
-// from the input as the mapper asks for them), and then clusters allocated
-// and named by L2 entries, with the write plans carried out on the
+// refcount tables built, the refcounts counted anew as for a dirty image
+// (the plan checked: it writes inside the file or appends whole clusters,
+// and clears the dirty bit last), every cluster of the disk mapped (tables
+// loaded from the input as the mapper asks for them), and then clusters
+// allocated and named by L2 entries, with the write plans carried out on the
 // in-memory file. Properties: no crash or undefined behaviour; a refusal
 // is InvalidArgument (header, layout) or DataLoss (a range); a data
 // mapping lies inside the file, aligned, clear of metadata; an allocated
@@ -21,6 +23,7 @@
 #include "image/qcow2/header.h"
 #include "image/qcow2/mapping.h"
 #include "image/qcow2/metadata.h"
+#include "image/qcow2/refcount_rebuild.h"
 #include "image/qcow2/update.h"
 
 namespace {
@@ -114,6 +117,48 @@ auto Drive(Qcow2Metadata& md, const File& file, Step step) -> decltype(step()) {
   }
 }
 
+// Counts the refcounts anew, as a writable open of a dirty image does, and
+// checks the plan (not carried out: the rest runs on the file as it is).
+void Rebuild(const Qcow2Metadata& md, const File& file) {
+  absl::StatusOr<RefcountRebuild> rebuild = RefcountRebuild::Start(md);
+  if (!rebuild.ok()) {
+    FUZZ_CHECK(absl::IsFailedPrecondition(rebuild.status()),
+               "a rebuild refused with a code other than FailedPrecondition");
+    return;
+  }
+  const uint64_t cluster = md.cluster_size();
+  for (uint64_t offset : rebuild->l2_tables()) {
+    FUZZ_CHECK(offset % cluster == 0 && offset + cluster <= md.file_size,
+               "a rebuild asked for an L2 table outside the file");
+    absl::Status s = rebuild->CountL2Table(offset, file.Read(offset, cluster));
+    if (!s.ok()) {
+      FUZZ_CHECK(absl::IsFailedPrecondition(s),
+                 "an L2 table refused with a code other than "
+                 "FailedPrecondition");
+      return;
+    }
+  }
+  absl::StatusOr<WritePlan> plan = rebuild->Plan();
+  if (!plan.ok()) {
+    FUZZ_CHECK(absl::IsFailedPrecondition(plan.status()),
+               "a rebuild plan refused with a code other than "
+               "FailedPrecondition");
+    return;
+  }
+  FUZZ_CHECK(!plan->empty() && plan->back().offset == 72 &&
+                 plan->back().barrier_before && plan->back().bytes.size() == 8,
+             "a rebuild that does not clear the dirty bit last");
+  const uint64_t end = (md.file_size + cluster - 1) / cluster * cluster;
+  for (const MetadataWrite& w : *plan) {
+    FUZZ_CHECK(w.offset + w.bytes.size() <= end ||
+                   (w.offset >= end && w.offset % cluster == 0 &&
+                    w.bytes.size() == cluster),
+               "a rebuild writes past the file other than whole new blocks");
+  }
+  FUZZ_CHECK(rebuild->clusters_in_use() >= 1,
+             "a rebuild that counts not even the header");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -145,6 +190,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       BuildQcow2Metadata(*header, file_size, l1, refcounts, "fuzz", 2, 2);
   FUZZ_CHECK(built.ok(), "a checked layout refused by BuildQcow2Metadata");
   Qcow2Metadata& md = **built;
+  Rebuild(md, file);
 
   // Map clusters spread over the whole disk (at most 256).
   const uint64_t cluster = md.cluster_size();

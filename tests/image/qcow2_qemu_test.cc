@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -383,19 +384,11 @@ TEST_F(Qcow2HostileTest, HeaderFieldsOutOfRangeAreRefused) {
   EXPECT_EQ(Opens(), "");
 }
 
-// The dirty bit: readable, but not writable (the refcounts may be stale).
 // Autoclear bits: cleared in the file when it is opened for writing.
-TEST_F(Qcow2HostileTest, DirtyIsReadOnlyAndAutoclearBitsAreCleared) {
-  Patch(img_, 72, 1);  // dirty
-  EXPECT_EQ(Opens(), "");
+TEST_F(Qcow2HostileTest, AutoclearBitsAreCleared) {
+  Patch(img_, 88, 1);  // bitmaps
   absl::StatusOr<std::unique_ptr<ImageChain>> w =
       ImageChain::Open(img_, ChainOptions{.writable_top = true});
-  ASSERT_FALSE(w.ok());
-  EXPECT_NE(w.status().message().find("bit 0 (dirty)"), std::string::npos)
-      << w.status();
-  Patch(img_, 72, 0);
-  Patch(img_, 88, 1);  // bitmaps
-  w = ImageChain::Open(img_, ChainOptions{.writable_top = true});
   ASSERT_TRUE(w.ok()) << w.status();
   w->reset();
   EXPECT_EQ(Field(img_, 88), 0u);
@@ -420,6 +413,47 @@ TEST_F(Qcow2HostileTest, BadL1EntriesSpoilOnlyTheirRange) {
     EXPECT_NE(err.find(why), std::string::npos) << why << ": " << err;
     EXPECT_EQ(ReadCluster(64 * 2), "");  // 64 KiB: another L2 table
   }
+}
+
+// Entries that name the header cluster (offset 0: by the spec that is no
+// cluster, so the range reads as unallocated, never as the header's bytes),
+// or that are unaligned with clusters larger than the reserved bits can
+// tell (4 KiB: bits 9..11 are offset bits), spoil their range only.
+TEST_F(Qcow2HostileTest, EntriesIntoTheHeaderOrUnalignedSpoilTheirRange) {
+  const std::string big = dir_.File("big.qcow2");
+  ShOk("qemu-img create -q -f qcow2 -o cluster_size=4k '" + big + "' 4M");
+  QemuIo(big, {"write -P 0xab 0 8k", "write -P 0xcd 2M 4k"});
+  const uint64_t l1 = Field(big, 40);
+  const uint64_t l2 = Field(big, l1) & kOffsetMask;
+  const uint64_t data = Field(big, l2) & kOffsetMask;
+  std::vector<uint8_t> got(4096);
+  auto read = [&](uint64_t voff) {
+    absl::StatusOr<std::unique_ptr<ImageChain>> c = ImageChain::Open(big);
+    if (!c.ok()) return std::string(c.status().message());
+    absl::Status s = (*c)->Read(voff, got);
+    EXPECT_TRUE(s.ok() || absl::IsDataLoss(s)) << s;
+    return s.ok() ? std::string() : std::string(s.message());
+  };
+  const std::vector<uint8_t> zeros(4096, 0);
+  Patch(big, l2, EncodeL2Data(0));  // the header cluster
+  EXPECT_EQ(read(0), "");
+  EXPECT_TRUE(got == zeros) << "the header's bytes read as data";
+  EXPECT_EQ(read(4096), "");
+  Patch(big, l2, EncodeL2Data(data + 1024));
+  EXPECT_NE(read(0).find("aligned"), std::string::npos) << read(0);
+  EXPECT_EQ(read(4096), "");
+  Patch(big, l2, EncodeL2Data(data));
+  EXPECT_EQ(read(0), "");
+  const uint64_t l1_entry = Field(big, l1);
+  Patch(big, l1, kCopied);  // L1 entry 0 names cluster 0, the header
+  EXPECT_EQ(read(0), "");
+  EXPECT_TRUE(got == zeros) << "the header read as an L2 table";
+  EXPECT_EQ(read(2 << 20), "");  // 2 MiB: another L1 entry
+  Patch(big, l1, (l1_entry + 2048) | kCopied);
+  EXPECT_NE(read(0).find("L1 entry 0"), std::string::npos) << read(0);
+  EXPECT_EQ(read(2 << 20), "");
+  // Each refusal is one line: what `pvdisk info` prints.
+  EXPECT_EQ(read(0).find('\n'), std::string::npos);
 }
 
 TEST_F(Qcow2HostileTest, BadL2EntriesSpoilOnlyTheirCluster) {
@@ -454,6 +488,19 @@ TEST_F(Qcow2HostileTest, BackingLoopsAreRefused) {
   EXPECT_FALSE(ImageChain::Open(self).ok());
 }
 
+// A backing name that names a FIFO is refused before it is opened: an open
+// would block until a writer comes.
+TEST_F(Qcow2HostileTest, ABackingFifoIsRefusedWithoutWaiting) {
+  const std::string fifo = dir_.File("pipe");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const std::string top = dir_.File("over-fifo.qcow2");
+  ShOk("qemu-img create -q -f qcow2 -u -b pipe -F raw '" + top + "' 1M");
+  absl::StatusOr<std::unique_ptr<ImageChain>> c = ImageChain::Open(top);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("not a regular file"), std::string::npos)
+      << c.status();
+}
+
 TEST_F(Qcow2HostileTest, CompressedClustersAreAnErrorOfTheirRange) {
   const std::string raw = dir_.File("r.raw");
   const std::string packed = dir_.File("c.qcow2");
@@ -467,6 +514,142 @@ TEST_F(Qcow2HostileTest, CompressedClustersAreAnErrorOfTheirRange) {
   EXPECT_TRUE(absl::IsDataLoss(s)) << s;
   EXPECT_NE(s.message().find("compressed"), std::string::npos);
   EXPECT_TRUE((*c)->Read(512 * 1024, b).ok());
+}
+
+// A backing file the top image's owner could not read is refused, naming
+// both files: the daemon runs as root, and a header names any file.
+TEST(Qcow2OwnerTest, BackingFilesMustBeReadableByTheImagesOwner) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give files away";
+  TempDir dir("pvdisk_qcow2");
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  const uid_t kNobody = 65534;
+  const std::string secret = dir.File("secret.raw");
+  const std::string top = dir.File("top.qcow2");
+  ShOk("qemu-img create -q -f raw '" + secret + "' 1M");
+  QemuIo(secret, {"write -P 0x5e 0 1M"});
+  // Named by its absolute path, as a crafted header would.
+  ShOk("qemu-img create -q -f qcow2 -b '" + secret + "' -F raw '" + top + "'");
+  ASSERT_EQ(chown(top.c_str(), kNobody, kNobody), 0);
+  ASSERT_EQ(chmod(secret.c_str(), 0600), 0);
+  for (bool writable : {false, true}) {
+    absl::StatusOr<std::unique_ptr<ImageChain>> c =
+        ImageChain::Open(top, ChainOptions{.writable_top = writable});
+    ASSERT_FALSE(c.ok());
+    EXPECT_TRUE(absl::IsPermissionDenied(c.status())) << c.status();
+    EXPECT_NE(c.status().message().find(secret), std::string::npos);
+    EXPECT_NE(c.status().message().find(top), std::string::npos);
+    EXPECT_NE(c.status().message().find("uid 65534"), std::string::npos);
+  }
+  absl::StatusOr<std::vector<LayerInfo>> info = DescribeImage(top);
+  ASSERT_FALSE(info.ok());
+  EXPECT_NE(info.status().message().find(secret), std::string::npos);
+  // Readable by others, the chain opens; a directory above it that the
+  // owner cannot search refuses it again.
+  ASSERT_EQ(chmod(secret.c_str(), 0644), 0);
+  ExpectSameAsQemu(dir, top);
+  const std::string locked = dir.File("locked");
+  ASSERT_EQ(mkdir(locked.c_str(), 0700), 0);
+  const std::string hidden = locked + "/hidden.raw";
+  ASSERT_EQ(rename(secret.c_str(), hidden.c_str()), 0);
+  const std::string top2 = dir.File("top2.qcow2");
+  ShOk("qemu-img create -q -f qcow2 -u -b '" + hidden + "' -F raw '" + top2 +
+       "' 1M");
+  ASSERT_EQ(chown(top2.c_str(), kNobody, kNobody), 0);
+  absl::StatusOr<std::unique_ptr<ImageChain>> c = ImageChain::Open(top2);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("is not searchable"), std::string::npos)
+      << c.status();
+  // The owner's group reads it: so does the owner.
+  ASSERT_EQ(chmod(locked.c_str(), 0750), 0);
+  ASSERT_EQ(chown(locked.c_str(), 0, kNobody), 0);
+  ASSERT_EQ(chmod(hidden.c_str(), 0640), 0);
+  ASSERT_EQ(chown(hidden.c_str(), 0, kNobody), 0);
+  c = ImageChain::Open(top2);
+  EXPECT_TRUE(c.ok()) << c.status();
+  // An image root owns reads what root reads.
+  ASSERT_EQ(chmod(hidden.c_str(), 0600), 0);
+  ASSERT_EQ(chown(top2.c_str(), 0, 0), 0);
+  c = ImageChain::Open(top2);
+  EXPECT_TRUE(c.ok()) << c.status();
+}
+
+struct DirtyCase {
+  std::string cluster;
+  std::string name;
+};
+
+class Qcow2DirtyTest : public ::testing::TestWithParam<DirtyCase> {};
+
+// An image qemu-io left dirty (lazy refcounts, then abort: the refcounts
+// on disk are stale) reads as it is when opened read-only, and has its
+// refcounts rebuilt when opened for writing: qemu-img check then finds
+// nothing wrong, the dirty bit is clear, and the data is what it was.
+TEST_P(Qcow2DirtyTest, RefcountsAreRebuiltBeforeAWritableOpen) {
+  TempDir dir("pvdisk_qcow2");
+  const std::string img = dir.File("dirty.qcow2");
+  ShOk("qemu-img create -q -f qcow2 -o lazy_refcounts=on,cluster_size=" +
+       GetParam().cluster + " '" + img + "' 4M");
+  // qemu-io aborts: exits non-zero by design.
+  std::string out;
+  Sh("qemu-io -c 'write -P 0x5a 0 300k' -c 'write -P 0x6b 3M 64k' "
+     "-c 'write -z 1M 64k' -c abort '" +
+         img + "'",
+     &out);
+  ASSERT_EQ(Field(img, 72) & 1, 1u) << "qemu-io left no dirty image: " << out;
+  // The refcount table loses its first block (as if it had never been
+  // written): the rebuild must place a new one.
+  Patch(img, Field(img, 48), 0);
+  const std::vector<uint8_t> judge = QemuRaw(dir, img);
+  EXPECT_EQ(Mine(img), judge);  // read-only: no rebuild
+  ASSERT_EQ(Field(img, 72) & 1, 1u);
+  {
+    ::testing::internal::CaptureStderr();
+    absl::StatusOr<std::unique_ptr<ImageChain>> w =
+        ImageChain::Open(img, ChainOptions{.writable_top = true});
+    const std::string said = ::testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_NE(said.find(img + ": dirty bit set, refcounts rebuilt ("),
+              std::string::npos)
+        << said;
+    EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << said;
+    // Allocating through the rebuilt refcounts keeps the image consistent.
+    ASSERT_TRUE(
+        WriteThrough(**w, 2 << 20, std::vector<uint8_t>(8192, 0x7c)).ok());
+  }
+  EXPECT_EQ(Field(img, 72) & 1, 0u);
+  EXPECT_EQ(Sh("qemu-img check '" + img + "'", &out), 0) << out;
+  QemuIo(img, {"read -P 0x5a 0 300k", "read -P 0 1M 64k", "read -P 0x7c 2M 8k",
+               "read -P 0x6b 3M 64k"});
+  std::vector<uint8_t> now = QemuRaw(dir, img);
+  ASSERT_EQ(now.size(), judge.size());
+  std::fill(now.begin() + (2 << 20), now.begin() + (2 << 20) + 8192, 0);
+  EXPECT_TRUE(now == judge) << "the rebuild changed the data";
+}
+
+INSTANTIATE_TEST_SUITE_P(Images, Qcow2DirtyTest,
+                         // 512-byte clusters: a refcount block covers 128 KiB
+                         // of file, so the rebuild places blocks of its own.
+                         ::testing::Values(DirtyCase{"512", "c512"},
+                                           DirtyCase{"64k", "c64k"}),
+                         [](const ::testing::TestParamInfo<DirtyCase>& i) {
+                           return i.param.name;
+                         });
+
+// What makes a rebuild impossible leaves the image as it was, dirty.
+TEST_F(Qcow2HostileTest, ADirtyImageWithBadEntriesIsNotRebuilt) {
+  Patch(img_, 72, 1);  // dirty
+  const uint64_t l2 = L2Of(0);
+  Patch(img_, l2, EncodeL2Data(l1_));
+  const std::vector<uint8_t> before = ReadFile(img_);
+  absl::StatusOr<std::unique_ptr<ImageChain>> w =
+      ImageChain::Open(img_, ChainOptions{.writable_top = true});
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("refcounts cannot be rebuilt"),
+            std::string::npos)
+      << w.status();
+  EXPECT_NE(w.status().message().find("L1 table"), std::string::npos)
+      << w.status();
+  EXPECT_TRUE(ReadFile(img_) == before);
 }
 
 }  // namespace

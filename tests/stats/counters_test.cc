@@ -48,6 +48,7 @@ const std::vector<std::string_view>& ExpectedNames() {
       "grant_unmaps",
       "errors",
       "invalid_reqs",
+      "refused_header_writes",
       "zero_copy_ios",
       "bounced_reqs",
       "engine_restarts",

@@ -14,6 +14,7 @@
 #include "base/errno_status.h"
 #include "image/qcow2/endian.h"
 #include "image/qcow2/file_io.h"
+#include "image/qcow2/owner_access.h"
 
 namespace pvdisk::image::qcow2 {
 
@@ -78,6 +79,7 @@ absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::Build(
   std::string next = path;
   std::string format_hint;  // from the layer above's backing format
   std::vector<std::string> names;
+  FileUser owner;  // the top image's owner, who must be able to read the rest
   while (!next.empty()) {
     const bool top = chain->layers_.empty();
     if (chain->layers_.size() >= kMaxChainDepth) {
@@ -85,8 +87,23 @@ absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::Build(
           "backing chain of ", path, " is deeper than ", kMaxChainDepth,
           " images: ", absl::StrJoin(names, " -> ")));
     }
-    const int flags =
-        (top && options.writable_top ? O_RDWR : O_RDONLY) | O_CLOEXEC;
+    // A backing file is checked before it is opened: opening a device or a
+    // FIFO a header names could do something, or block.
+    if (!top) {
+      struct stat before = {};
+      if (stat(next.c_str(), &before) == 0) {
+        if (absl::Status s = CheckOwnerCanRead(owner, before, next, path);
+            !s.ok()) {
+          return s;
+        }
+        if (!S_ISREG(before.st_mode) && !S_ISBLK(before.st_mode)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(next, " is not a regular file or block device"));
+        }
+      }
+    }
+    const int flags = (top && options.writable_top ? O_RDWR : O_RDONLY) |
+                      O_CLOEXEC | O_NONBLOCK;
     int fd = open_layer(chain->layers_.size(), next, flags);
     if (fd < 0) {
       const int error = errno;
@@ -119,6 +136,13 @@ absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::Build(
     if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
       return absl::InvalidArgumentError(
           absl::StrCat(next, " is not a regular file or block device"));
+    }
+    // Nothing of a backing file is read before its reader is checked.
+    if (top) {
+      owner = OwnerOf(st);
+    } else if (absl::Status s = CheckOwnerCanRead(owner, st, next, path);
+               !s.ok()) {
+      return s;
     }
     if (format_hint == "qcow2") {
       layer.format = Format::kQcow2;

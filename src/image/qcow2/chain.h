@@ -9,7 +9,10 @@
 // format is its backing format extension ("qcow2" or "raw"); without one it
 // is probed (the qcow2 magic, else raw). The chain is refused, with one line
 // naming the files, if a backing file is missing, if it comes back to a file
-// already in it (a loop), or if it is deeper than kMaxChainDepth.
+// already in it (a loop), if it is deeper than kMaxChainDepth, or if the top
+// image's owner could not read a backing file (owner_access.h: a header
+// must not show its author a file they could not read; checked before
+// anything of that file is read).
 #pragma once
 
 #include <cstdint>

@@ -61,6 +61,16 @@ absl::Status CreateQcow2(const std::string& path, CreateOptions options) {
       return absl::InvalidArgumentError(absl::StrCat(
           "backing file ", options.backing, ": ", chain.status().message()));
     }
+    // Overwriting a file deeper in the chain would close a loop.
+    if (realpath(path.c_str(), real_target) != nullptr) {
+      for (const ChainLayer& layer : (*chain)->layers()) {
+        if (layer.realpath == real_target) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "backing file ", options.backing, " has the image ", path,
+              " in its own backing chain: the chain would loop"));
+        }
+      }
+    }
     h.backing_file = options.backing;
     h.backing_format = FormatName((*chain)->layers().front().format);
     if (options.size == 0) options.size = (*chain)->size();

@@ -2,8 +2,9 @@
 //
 // Incompatible features (a reader that does not know one must refuse):
 //   bit 0 dirty            refcounts may be stale (lazy refcounts, unclean
-//                          close): accepted for reading, refused for writing
-//                          (the allocator trusts the refcounts);
+//                          close): accepted for reading; before writing
+//                          the refcounts are rebuilt (refcount_rebuild.h:
+//                          the allocator trusts them) and the bit cleared;
 //   bit 1 corrupt          refused: QEMU marked the metadata inconsistent;
 //   bit 2 external data    refused: data lives in another file;
 //   bit 3 compression type accepted: the type only matters to compressed

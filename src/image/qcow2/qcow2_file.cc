@@ -10,10 +10,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
+#include "base/log.h"
 #include "image/qcow2/endian.h"
 #include "image/qcow2/entries.h"
 #include "image/qcow2/features.h"
 #include "image/qcow2/file_io.h"
+#include "image/qcow2/refcount_rebuild.h"
 #include "image/qcow2/update.h"
 
 namespace pvdisk::image::qcow2 {
@@ -38,6 +40,13 @@ size_t L2CacheTablesFor(const Qcow2Header& header, uint64_t bytes) {
 absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::Open(
     int fd, const std::string& name, bool writable, size_t l2_cache_tables,
     uint64_t l2_cache_bytes) {
+  return OpenOnce(fd, name, writable, l2_cache_tables, l2_cache_bytes,
+                  /*may_rebuild=*/true);
+}
+
+absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::OpenOnce(
+    int fd, const std::string& name, bool writable, size_t l2_cache_tables,
+    uint64_t l2_cache_bytes, bool may_rebuild) {
   struct stat st = {};
   if (fstat(fd, &st) != 0) {
     return ErrnoError(errno, absl::StrCat("cannot stat ", name));
@@ -47,9 +56,12 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::Open(
   if (absl::Status s = ReadFully(fd, 0, first, name); !s.ok()) return s;
   absl::StatusOr<Qcow2Header> header = ParseQcow2Header(first, name);
   if (!header.ok()) return header.status();
+  // A dirty image is rebuilt below before it is written.
+  const bool dirty = (header->incompatible_features & kIncompatDirty) != 0;
   if (writable) {
     if (absl::Status s = CheckIncompatibleFeatures(
-            header->incompatible_features, /*writable=*/true, name);
+            header->incompatible_features & ~kIncompatDirty,
+            /*writable=*/true, name);
         !s.ok()) {
       return s;
     }
@@ -80,11 +92,46 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::Open(
   if (!md.ok()) return md.status();
   std::unique_ptr<Qcow2File> file(new Qcow2File(fd, writable, std::move(*md)));
   if (writable) {
+    // Before the rebuild: refcounts it sets to 0 may be what a bitmap
+    // (an autoclear feature) still names.
     if (absl::Status s = file->Apply(ClearAutoclear(*file->md_)); !s.ok()) {
       return s;
     }
   }
+  if (writable && dirty) {
+    if (!may_rebuild) {
+      return absl::DataLossError(
+          absl::StrCat(name,
+                       ": the dirty bit is still set after its refcounts were "
+                       "rebuilt"));
+    }
+    absl::StatusOr<uint64_t> clusters = file->RebuildRefcounts();
+    if (!clusters.ok()) return clusters.status();
+    LogInfo("%s: dirty bit set, refcounts rebuilt (%d clusters)", name,
+            *clusters);
+    // Opened again from the file: the tables as the rebuild left them.
+    file.reset();
+    return OpenOnce(fd, name, writable, l2_cache_tables, l2_cache_bytes,
+                    /*may_rebuild=*/false);
+  }
   return file;
+}
+
+absl::StatusOr<uint64_t> Qcow2File::RebuildRefcounts() {
+  absl::StatusOr<RefcountRebuild> rebuild = RefcountRebuild::Start(*md_);
+  if (!rebuild.ok()) return rebuild.status();
+  std::vector<uint8_t> table(md_->cluster_size());
+  for (uint64_t offset : rebuild->l2_tables()) {
+    if (absl::Status s = ReadHost(offset, table); !s.ok()) return s;
+    if (absl::Status s = rebuild->CountL2Table(offset, table); !s.ok()) {
+      return s;
+    }
+  }
+  absl::StatusOr<WritePlan> plan = rebuild->Plan();
+  if (!plan.ok()) return plan.status();
+  if (absl::Status s = Apply(*plan); !s.ok()) return s;
+  if (absl::Status s = Flush(); !s.ok()) return s;
+  return rebuild->clusters_in_use();
 }
 
 absl::Status Qcow2File::Load(TableCache& cache, uint64_t offset) {

@@ -31,11 +31,14 @@ size_t L2CacheTablesFor(const Qcow2Header& header, uint64_t bytes);
 class Qcow2File {
  public:
   // Opens the qcow2 metadata of `fd` (borrowed; it must outlive this).
-  // `writable` also refuses what cannot be written (the dirty bit) and
-  // clears the autoclear bits in the file. The L2 cache holds
-  // `l2_cache_tables` tables; when `l2_cache_bytes` is not 0, that many
-  // bytes of tables instead (at least one), and kL2CacheWholeDisk: every
-  // table the virtual disk can have, at most kMaxDefaultL2CacheBytes.
+  // `writable` also refuses what cannot be written, clears the autoclear
+  // bits in the file and, for an image with the dirty bit, rebuilds its
+  // refcounts first (refcount_rebuild.h; durable, then the dirty bit
+  // cleared) and says so in one line on stderr. A read-only open takes a
+  // dirty image as it is: reads do not use the refcounts. The L2 cache
+  // holds `l2_cache_tables` tables; when `l2_cache_bytes` is not 0, that
+  // many bytes of tables instead (at least one), and kL2CacheWholeDisk:
+  // every table the virtual disk can have, at most kMaxDefaultL2CacheBytes.
   static absl::StatusOr<std::unique_ptr<Qcow2File>> Open(
       int fd, const std::string& name, bool writable,
       size_t l2_cache_tables = kDefaultL2CacheTables,
@@ -66,9 +69,19 @@ class Qcow2File {
   absl::StatusOr<uint64_t> AllocatedBytes();
 
  private:
+  // Open; `may_rebuild` false: a dirty image is an error (once rebuilt,
+  // the file must no longer be dirty).
+  // Open, rebuilding the refcounts of a dirty image only if `may_rebuild`
+  // (a file still dirty after its rebuild is an error, not a second one).
+  static absl::StatusOr<std::unique_ptr<Qcow2File>> OpenOnce(
+      int fd, const std::string& name, bool writable, size_t l2_cache_tables,
+      uint64_t l2_cache_bytes, bool may_rebuild);
   Qcow2File(int fd, bool writable, std::unique_ptr<Qcow2Metadata> md)
       : fd_(fd), writable_(writable), md_(std::move(md)), allocator_(*md_) {}
   absl::Status Load(TableCache& cache, uint64_t offset);
+  // Counts every cluster the metadata names and makes the refcounts say
+  // so, then clears the dirty bit; returns the clusters in use.
+  absl::StatusOr<uint64_t> RebuildRefcounts();
   // Runs `step`, one of the core's steps (its answer, or the NeedTable it
   // lacks), loading each table it asks for into `cache`, until it gives an
   // Answer; a bounded number of rounds, then Unavailable.

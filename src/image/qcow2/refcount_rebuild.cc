@@ -1,0 +1,214 @@
+#include "image/qcow2/refcount_rebuild.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "image/qcow2/endian.h"
+#include "image/qcow2/entries.h"
+#include "image/qcow2/features.h"
+
+namespace pvdisk::image::qcow2 {
+namespace {
+
+// The header field the dirty bit lives in.
+constexpr uint64_t kIncompatibleFeaturesOffset = 72;
+
+absl::Status Refuse(const Qcow2Metadata& md, const std::string& why) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      md.name, ": dirty bit set, refcounts cannot be rebuilt: ", why,
+      "; repair it with 'qemu-img check -r all'"));
+}
+
+}  // namespace
+
+absl::StatusOr<RefcountRebuild> RefcountRebuild::Start(
+    const Qcow2Metadata& md) {
+  RefcountRebuild r(md);
+  const Qcow2Header& h = md.header;
+  if (h.nb_snapshots != 0) {
+    return Refuse(
+        md, absl::StrCat("it has ", h.nb_snapshots, " internal snapshots"));
+  }
+  const uint64_t cluster = md.cluster_size();
+  r.counts_.assign((md.file_size + cluster - 1) / cluster, 0);
+  if (absl::Status s = r.Count(0, cluster, "the header"); !s.ok()) return s;
+  if (h.l1_size > 0) {
+    if (absl::Status s =
+            r.Count(h.l1_table_offset, uint64_t{h.l1_size} * 8, "the L1 table");
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s = r.Count(h.refcount_table_offset,
+                               uint64_t{h.refcount_table_clusters} * cluster,
+                               "the refcount table");
+      !s.ok()) {
+    return s;
+  }
+  for (uint64_t i = 0; i < md.refcount_table.size(); ++i) {
+    if (md.refcount_table_fault[i] != EntryFault::kNone) {
+      return Refuse(md,
+                    absl::StrCat("refcount table entry ", i, " is ",
+                                 EntryFaultName(md.refcount_table_fault[i])));
+    }
+    const uint64_t block = md.refcount_table[i] & kOffsetMask;
+    if (block == 0) continue;
+    if (absl::Status s = r.Count(block, cluster, "a refcount block"); !s.ok()) {
+      return s;
+    }
+  }
+  for (uint64_t i = 0; i < md.l1.size(); ++i) {
+    if (md.l1_fault[i] != EntryFault::kNone) {
+      return Refuse(md, absl::StrCat("L1 entry ", i, " is ",
+                                     EntryFaultName(md.l1_fault[i])));
+    }
+    const uint64_t table = md.l1[i] & kOffsetMask;
+    if (table == 0) continue;
+    if (absl::Status s = r.Count(table, cluster, "an L2 table"); !s.ok()) {
+      return s;
+    }
+    r.l2_tables_.push_back(table);
+  }
+  return r;
+}
+
+absl::Status RefcountRebuild::Count(uint64_t offset, uint64_t length,
+                                    const char* what) {
+  const uint64_t cluster = md_->cluster_size();
+  const uint64_t first = offset / cluster;
+  const uint64_t last = (offset + length - 1) / cluster;
+  if (length == 0 || offset + length < offset || last >= counts_.size()) {
+    return Refuse(*md_, absl::StrCat(what, " at ", offset,
+                                     " runs past the end of the file"));
+  }
+  const uint64_t max = MaxRefcount(md_->header.refcount_order);
+  for (uint64_t c = first; c <= last; ++c) {
+    if (counts_[c] == max) {
+      return Refuse(*md_, absl::StrCat("cluster ", c,
+                                       " is named more often "
+                                       "than ",
+                                       md_->header.refcount_bits(),
+                                       "-bit refcounts can count"));
+    }
+    ++counts_[c];
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RefcountRebuild::CountL2Table(uint64_t offset,
+                                           std::span<const uint8_t> table) {
+  const Qcow2Header& h = md_->header;
+  const uint64_t cluster = md_->cluster_size();
+  if (table.size() < cluster) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(md_->name, ": an L2 table is one cluster"));
+  }
+  for (uint64_t j = 0; j < h.l2_entries(); ++j) {
+    const uint64_t raw = LoadBe64(table.data() + 8 * j);
+    if (raw & kL2Compressed) {
+      // The compressed bytes: a 512-byte-aligned start and a sector count,
+      // split where the cluster size puts the boundary.
+      const uint32_t size_bits = h.cluster_bits - 8;
+      const uint32_t shift = 62 - size_bits;
+      const uint64_t sectors = ((raw >> shift) & ((1ull << size_bits) - 1)) + 1;
+      const uint64_t start = (raw & ((1ull << shift) - 1)) & ~uint64_t{511};
+      if (absl::Status s = Count(start, sectors * 512, "a compressed cluster");
+          !s.ok()) {
+        return s;
+      }
+      continue;
+    }
+    const L2Entry e = DecodeL2Entry(raw, h.version);
+    if (e.reserved_bits) {
+      return Refuse(*md_, absl::StrCat("L2 entry ", j, " of the table at ",
+                                       offset, " has reserved bits set"));
+    }
+    if (e.host_offset == 0) continue;
+    if (e.host_offset % cluster != 0) {
+      return Refuse(*md_, absl::StrCat("L2 entry ", j, " of the table at ",
+                                       offset, " is not cluster-aligned"));
+    }
+    if (std::optional<Region> region =
+            md_->layout.Overlap(e.host_offset, cluster)) {
+      return Refuse(*md_,
+                    absl::StrCat("L2 entry ", j, " of the table at ", offset,
+                                 " points into ", RegionName(*region)));
+    }
+    if (absl::Status s = Count(e.host_offset, cluster, "a data cluster");
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<WritePlan> RefcountRebuild::Plan() {
+  const Qcow2Header& h = md_->header;
+  const uint64_t cluster = md_->cluster_size();
+  const uint64_t per_block = h.refcounts_per_block();
+  const uint32_t order = h.refcount_order;
+  std::vector<uint64_t> blocks(md_->refcount_table.size());
+  for (uint64_t r = 0; r < blocks.size(); ++r) {
+    blocks[r] = md_->refcount_table[r] & kOffsetMask;
+  }
+  // Ranges with clusters in use but no block get one past the end, which
+  // counts itself and may need a block of its own: until none is missing.
+  std::vector<uint64_t> added;  // refcount table indices of new blocks
+  for (uint64_t r = 0; r * per_block < counts_.size(); ++r) {
+    const uint64_t end =
+        std::min<uint64_t>(counts_.size(), (r + 1) * per_block);
+    const bool used =
+        std::any_of(counts_.begin() + r * per_block, counts_.begin() + end,
+                    [](uint64_t c) { return c != 0; });
+    if (!used) continue;
+    if (r >= blocks.size()) {
+      return Refuse(
+          *md_, absl::StrCat("the refcount table (", blocks.size(),
+                             " entries) does not cover cluster ", r * per_block,
+                             "; growing it is not supported"));
+    }
+    if (blocks[r] != 0) continue;
+    blocks[r] = counts_.size() * cluster;
+    counts_.push_back(1);
+    added.push_back(r);
+  }
+  new_blocks_ = added.size();
+
+  auto block_bytes = [&](uint64_t r) {
+    std::vector<uint8_t> bytes(cluster, 0);
+    const uint64_t end =
+        std::min<uint64_t>(counts_.size(), (r + 1) * per_block);
+    for (uint64_t c = r * per_block; c < end; ++c) {
+      SetRefcount(bytes, c - r * per_block, order, counts_[c]);
+    }
+    return bytes;
+  };
+  WritePlan plan;
+  for (uint64_t r : added) plan.push_back({blocks[r], block_bytes(r), false});
+  bool barrier = true;  // the new blocks are durable before anything names them
+  for (uint64_t r : added) {
+    std::vector<uint8_t> entry(8);
+    StoreBe64(entry.data(), blocks[r]);
+    plan.push_back({h.refcount_table_offset + 8 * r, entry, barrier});
+    barrier = false;
+  }
+  for (uint64_t r = 0; r < blocks.size(); ++r) {
+    if (blocks[r] == 0 ||
+        std::find(added.begin(), added.end(), r) != added.end()) {
+      continue;
+    }
+    plan.push_back({blocks[r], block_bytes(r), barrier});
+    barrier = false;
+  }
+  std::vector<uint8_t> features(8);
+  StoreBe64(features.data(), h.incompatible_features & ~kIncompatDirty);
+  plan.push_back({kIncompatibleFeaturesOffset, features, true});
+  return plan;
+}
+
+uint64_t RefcountRebuild::clusters_in_use() const {
+  return static_cast<uint64_t>(std::count_if(
+      counts_.begin(), counts_.end(), [](uint64_t c) { return c != 0; }));
+}
+
+}  // namespace pvdisk::image::qcow2
