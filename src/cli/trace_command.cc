@@ -49,6 +49,8 @@ constexpr long kIdlePollNs = 10'000'000;
 // A read of at least this many events may have left more behind: ask again
 // at once.
 constexpr size_t kBusyReadEvents = 1024;
+// How long reading goes on after the stop (see RunTraceLoop).
+constexpr uint64_t kEndGraceNs = 100'000'000;
 
 const std::vector<FlagSpec>& TraceFlags() {
   static const std::vector<FlagSpec> specs = {
@@ -265,11 +267,17 @@ int RunTraceLoop(const TraceOptions& options, const std::string& disk,
   std::vector<trace::TraceEvent> events;
   absl::Status status = absl::OkStatus();
   // Recording ends at the deadline or a signal; what the daemon recorded
-  // until then is read to the end before the trace is stopped.
+  // until then is read to the end before the trace is stopped. A request's
+  // reply step is recorded just after its reply is sent, so a request the
+  // application saw done before the stop may still have its last step on
+  // the way: reading goes on for kEndGraceNs after the stop, until a read
+  // finds nothing.
   bool ending = false;
+  uint64_t ending_ns = 0;
   for (;;) {
     if (!ending && (g_stop.load() || stats::MonotonicNanos() >= end_ns)) {
       ending = true;
+      ending_ns = stats::MonotonicNanos();
     }
     events.clear();
     absl::StatusOr<size_t> got = client->Read(&events);
@@ -283,8 +291,11 @@ int RunTraceLoop(const TraceOptions& options, const std::string& disk,
       if (perfetto) perfetto->Add(event);
     }
     if (*got >= kBusyReadEvents) continue;
-    if (ending && *got == 0) break;
-    if (ending) continue;
+    if (ending && *got == 0 &&
+        stats::MonotonicNanos() >= ending_ns + kEndGraceNs) {
+      break;
+    }
+    if (ending && *got > 0) continue;
     timespec idle = {0, kIdlePollNs};
     nanosleep(&idle, nullptr);
   }

@@ -95,8 +95,8 @@ TEST_F(DiskListCheckTest, AnImageNamedLikeTheStatsFileIsRefused) {
   const std::string stats = MakeImage("stats", 1 << 20);
   EXPECT_EQ(ErrorOf({File(stats)}),
             "image " + stats +
-                " would be named 'stats' in the mount, which is the stats "
-                "file's name; rename the image");
+                " would be named 'stats' in the mount, which is the name of "
+                "one of the mount's own files; rename the image");
 }
 
 TEST_F(DiskListCheckTest, TwoImagesOfOneNameAreRefused) {
