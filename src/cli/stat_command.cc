@@ -25,6 +25,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/mount_stats.h"
+#include "cli/stop_signal.h"
 #include "stats/iostat.h"
 #include "stats/render.h"
 #include "stats/text_table.h"
@@ -99,26 +100,12 @@ absl::Status CheckStat(const ParsedArgs& parsed, StatOptions* options) {
   return absl::OkStatus();
 }
 
-std::atomic<bool> g_stop{false};
-
-void OnStopSignal(int) { g_stop.store(true); }
-
-// SIGINT and SIGTERM end the loop instead of the process, without
-// SA_RESTART so that the sleep returns at once.
-void CatchStopSignals() {
-  struct sigaction action = {};
-  action.sa_handler = OnStopSignal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-}
-
 // Sleeps until `deadline_ns` on CLOCK_MONOTONIC or a stop signal.
 void SleepUntil(uint64_t deadline_ns) {
   timespec deadline = {static_cast<time_t>(deadline_ns / 1'000'000'000),
                        static_cast<long>(deadline_ns % 1'000'000'000)};
-  while (!g_stop.load() && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME,
-                                           &deadline, nullptr) == EINTR) {
+  while (!StopRequested() && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME,
+                                             &deadline, nullptr) == EINTR) {
   }
 }
 
@@ -275,7 +262,7 @@ int RunStatLoop(const StatOptions& options, const std::string& mountpoint) {
     if (options.count != 0 && ++printed >= options.count) return kExitOk;
     next_ns += options.interval_ns;
     SleepUntil(next_ns);
-    if (g_stop.load()) return kExitOk;
+    if (StopRequested()) return kExitOk;
     previous = std::move(*current);
     current = ReadMountStats(mountpoint);
     if (!current.ok()) {

@@ -27,6 +27,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/mount_stats.h"
+#include "cli/stop_signal.h"
 #include "stats/clock.h"
 #include "trace/blktrace_writer.h"
 #include "trace/control_client.h"
@@ -142,19 +143,6 @@ absl::Status CheckOutput(const TraceOptions& options,
     }
   }
   return absl::OkStatus();
-}
-
-std::atomic<bool> g_stop{false};
-
-void OnStopSignal(int) { g_stop.store(true); }
-
-// SIGINT and SIGTERM end the recording instead of the process.
-void CatchStopSignals() {
-  struct sigaction action = {};
-  action.sa_handler = OnStopSignal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
 }
 
 // A thread's name (/proc/TID/comm: the daemon's threads are named), for the
@@ -275,7 +263,7 @@ int RunTraceLoop(const TraceOptions& options, const std::string& disk,
   bool ending = false;
   uint64_t ending_ns = 0;
   for (;;) {
-    if (!ending && (g_stop.load() || stats::MonotonicNanos() >= end_ns)) {
+    if (!ending && (StopRequested() || stats::MonotonicNanos() >= end_ns)) {
       ending = true;
       ending_ns = stats::MonotonicNanos();
     }
