@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "stats/clock.h"
 
 namespace pvdisk::trace {
 namespace {
@@ -50,6 +51,10 @@ absl::StatusOr<std::unique_ptr<PerfettoWriter>> PerfettoWriter::Create(
         absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
   }
   std::unique_ptr<PerfettoWriter> writer(new PerfettoWriter());
+  // Time 0 of the timeline: before tracing is turned on, so before every
+  // event of the trace. (Not the first event added: events come queue by
+  // queue, and another queue's may be older.)
+  writer->base_ns_ = stats::MonotonicNanos();
   writer->stream_ = stream;
   writer->thread_name_ = std::move(thread_name);
   std::fputs("{\"traceEvents\":[\n", stream);
@@ -149,10 +154,6 @@ void PerfettoWriter::Emit(const Request& request, uint16_t queue,
 
 void PerfettoWriter::Add(const TraceEvent& event) {
   if (event.action == TraceAction::kLost) return;
-  if (!have_base_) {
-    have_base_ = true;
-    base_ns_ = event.time_ns;
-  }
   if (event.time_ns < base_ns_) return;  // older than the trace
   const IoKey io_key{event.queue, event.io};
   const RingKey ring_key{event.queue, event.ring_id};

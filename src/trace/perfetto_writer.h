@@ -86,8 +86,7 @@ class PerfettoWriter {
   std::FILE* stream_ = nullptr;
   ThreadName thread_name_;
   bool first_line_ = true;
-  bool have_base_ = false;
-  uint64_t base_ns_ = 0;
+  uint64_t base_ns_ = 0;  // CLOCK_MONOTONIC at Create()
   uint64_t next_id_ = 1;
   std::map<IoKey, Request> requests_;
   std::map<RingKey, RingSteps> rings_;
