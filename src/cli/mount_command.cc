@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -38,6 +40,8 @@
 #include "fuse/filesystem.h"
 #include "fuse/fuse_channel_options.h"
 #include "fuse/protocol/session.h"
+#include "image/qcow2/endian.h"
+#include "image/qcow2/header.h"
 #include "io/engine_factory.h"
 #include "transport/transport.h"
 #include "transport/transport_flags.h"
@@ -385,6 +389,31 @@ int Serve(const MountConfig& config, int ready_fd) {
   return kExitOk;
 }
 
+// The size the disk at `path` shows in the mount, for the mount message: a
+// qcow2 image's virtual size (unless format=raw), else the file's size; 0
+// if it cannot be read (the mount itself has opened it by then).
+uint64_t DiskSize(const std::string& path, image::ImageFormat format) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return 0;
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  if (format == image::ImageFormat::kRaw) return file_size;
+  // The header, its extensions and the backing file's name lie in the
+  // first cluster; 64 KiB holds them for every image pvdisk or QEMU makes.
+  std::vector<uint8_t> first(std::min<uint64_t>(file_size, 64 * 1024));
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return file_size;
+  const ssize_t got = pread(fd, first.data(), first.size(), 0);
+  close(fd);
+  if (got < 4 ||
+      image::qcow2::LoadBe32(first.data()) != image::qcow2::kQcow2Magic) {
+    return file_size;
+  }
+  first.resize(static_cast<size_t>(got));
+  absl::StatusOr<image::qcow2::Qcow2Header> header =
+      image::qcow2::ParseQcow2Header(first, path);
+  return header.ok() ? header->size : file_size;
+}
+
 std::string Describe(const MountConfig& config) {
   std::string files;
   for (size_t i = 0; i < config.names.size(); ++i) {
@@ -393,9 +422,8 @@ std::string Describe(const MountConfig& config) {
                       config.disks[i].rbd->Name(), "), ");
       continue;
     }
-    struct stat st;
-    uint64_t size =
-        stat(config.disks[i].path.c_str(), &st) == 0 ? st.st_size : 0;
+    const uint64_t size =
+        DiskSize(config.disks[i].path, config.disks[i].format);
     absl::StrAppend(&files, config.names[i], " (", FormatSize(size), "), ");
   }
   return absl::StrCat(files, "stats, stats.json, metrics");
