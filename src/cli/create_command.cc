@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/size.h"
 #include "cli/args.h"
+#include "cli/command_table.h"
 #include "cli/commands.h"
 #include "image/qcow2/create.h"
 #include "io/image_file.h"
@@ -27,12 +28,8 @@ int ExitFor(const absl::Status& status) {
 
 }  // namespace
 
-void PrintError(const std::string& message) {
-  std::fprintf(stderr, "pvdisk: %s\n", message.c_str());
-}
-
-int RunCreate(const std::vector<std::string>& args) {
-  const std::vector<FlagSpec> specs = {
+const std::vector<FlagSpec>& CreateFlags() {
+  static const std::vector<FlagSpec> specs = {
       {"size", true, false, "SIZE", "",
        "image size, e.g. 256M or 1G (qcow2 with --backing: the backing "
        "file's size if not given)"},
@@ -45,13 +42,21 @@ int RunCreate(const std::vector<std::string>& args) {
       {"force", false, false, "", "", "overwrite an existing file"},
       {"help", false, false, "", "", "show this help"},
   };
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs("create", specs, args);
+  return specs;
+}
+
+void PrintError(const std::string& message) {
+  std::fprintf(stderr, "pvdisk: %s\n", message.c_str());
+}
+
+int RunCreate(const std::vector<std::string>& args) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs("create", CreateFlags(), args);
   if (!parsed.ok()) {
     PrintError(std::string(parsed.status().message()));
     return kExitUsage;
   }
   if (parsed->Has("help")) {
-    std::printf("%s\n%s", kCreateUsage, FlagHelp(specs).c_str());
+    PrintCommandHelp("create");
     return kExitOk;
   }
   if (parsed->positional.size() != 1) {

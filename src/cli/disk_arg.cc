@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/size.h"
+#include "cli/disk_options.h"
 
 namespace pvdisk::cli {
 namespace {
@@ -175,14 +176,9 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
       if (!us.ok()) return us.status();
       delay_write_us = *us;
     } else {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--disk ", text, ": unknown option '", option,
-                       "'; allowed: ro, lock=on|off, format=raw|qcow2, "
-                       "size=SIZE, eio=SECTOR[+COUNT], delay=US, "
-                       "delay-write=US, l2_cache=SIZE (qcow2)",
-                       spec.rbd ? ", and for rbd: disks conf=PATH, id=CLIENT, "
-                                  "timeout=SECONDS"
-                                : ""));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--disk ", text, ": unknown option '", option,
+          "'; allowed: ", AllowedDiskOptions(spec.rbd.has_value())));
     }
   }
   // delay= applies to every request, delay-write= overrides it for writes.

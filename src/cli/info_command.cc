@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "base/size.h"
 #include "cli/args.h"
+#include "cli/command_table.h"
 #include "cli/commands.h"
 #include "image/qcow2/info.h"
 #include "stats/render.h"
@@ -76,19 +77,22 @@ std::string Json(const std::vector<LayerInfo>& layers) {
 
 }  // namespace
 
-int RunInfo(const std::vector<std::string>& args) {
-  const std::vector<FlagSpec> specs = {
+const std::vector<FlagSpec>& InfoFlags() {
+  static const std::vector<FlagSpec> specs = {
       {"json", false, false, "", "", "print one JSON object"},
       {"help", false, false, "", "", "show this help"},
   };
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs("info", specs, args);
+  return specs;
+}
+
+int RunInfo(const std::vector<std::string>& args) {
+  absl::StatusOr<ParsedArgs> parsed = ParseArgs("info", InfoFlags(), args);
   if (!parsed.ok()) {
     PrintError(std::string(parsed.status().message()));
     return kExitUsage;
   }
   if (parsed->Has("help")) {
-    std::printf("usage: pvdisk info IMAGE [--json]\n%s",
-                FlagHelp(specs).c_str());
+    PrintCommandHelp("info");
     return kExitOk;
   }
   if (parsed->positional.size() != 1) {

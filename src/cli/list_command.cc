@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "base/size.h"
 #include "cli/args.h"
+#include "cli/command_table.h"
 #include "cli/commands.h"
 #include "cli/daemon_args.h"
 #include "cli/mount_flags.h"
@@ -26,7 +27,6 @@
 #include "stats/render.h"
 
 namespace pvdisk::cli {
-namespace {
 
 const std::vector<FlagSpec>& ListFlags() {
   static const std::vector<FlagSpec> specs = {
@@ -35,6 +35,8 @@ const std::vector<FlagSpec>& ListFlags() {
   };
   return specs;
 }
+
+namespace {
 
 struct ListedDisk {
   std::string name;
@@ -203,8 +205,7 @@ int RunList(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (parsed->Has("help")) {
-    std::printf("usage: pvdisk list [--json]\n%s",
-                FlagHelp(ListFlags()).c_str());
+    PrintCommandHelp("list");
     return kExitOk;
   }
   if (!parsed->positional.empty()) {

@@ -24,6 +24,7 @@
 #include "base/size.h"
 #include "base/status_macros.h"
 #include "cli/args.h"
+#include "cli/command_table.h"
 #include "cli/commands.h"
 #include "cli/disk_arg.h"
 #include "cli/fuse_conf.h"
@@ -65,22 +66,10 @@ struct MountConfig {
 
 const std::vector<FlagSpec>& MountFlags() {
   static const std::vector<FlagSpec> specs = {
-      {"disk", true, true,
-       "PATH[,ro][,lock=off][,format=raw|qcow2][,size=SIZE][,eio=SECTOR[+N]]",
-       "",
-       "an image to serve; ro = read-only, lock=off = take no image lock "
-       "(by default a read-write disk refuses an image another pvdisk or "
-       "QEMU uses), size = expected size, eio = fail I/O on those 512-byte "
-       "sectors (fault injection); "
-       "delay=US[,delay-write=US] = hold each completion US microseconds "
-       "after submission (writes: delay-write), on any engine: a device "
-       "latency model; l2_cache=SIZE = a qcow2 image's L2 cache (default: "
-       "the whole disk's tables, at most 32M). A qcow2 image is served "
-       "with its backing chain. Or "
-       "rbd:POOL/IMAGE[,conf=PATH][,id=CLIENT][,timeout=SECONDS]: an RBD "
-       "image served through librbd (conf = the cluster's ceph.conf, id = "
-       "the client name, timeout = how long the cluster may stay silent, "
-       "at mount, per I/O and at unmount, default 15 s)"},
+      {"disk", true, true, "PATH[,OPTION...]", "",
+       "an image to serve: a raw or qcow2 file (served with its backing "
+       "chain), or rbd:POOL/IMAGE, an RBD image served through librbd; the "
+       "options are listed under --disk options"},
       {"frontend", true, false, "blkif|virtio|virtio-packed", "blkif",
        "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue "
        "(virtio) or a packed one (virtio-packed)"},
@@ -438,10 +427,7 @@ int RunMount(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (parsed->Has("help")) {
-    std::printf(
-        "usage: pvdisk mount MOUNTPOINT --disk IMAGE [--disk IMAGE ...] "
-        "[flags]\n%s",
-        FlagHelp(MountFlags()).c_str());
+    PrintCommandHelp("mount");
     return kExitOk;
   }
   MountConfig config;

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/args.h"
+#include "cli/command_table.h"
 #include "cli/commands.h"
 #include "cli/mount_stats.h"
 #include "cli/stop_signal.h"
@@ -31,11 +32,6 @@
 #include "stats/text_table.h"
 
 namespace pvdisk::cli {
-namespace {
-
-constexpr double kMinIntervalSeconds = 0.1;
-constexpr double kMaxIntervalSeconds = 86400;
-constexpr uint64_t kMaxCount = 1'000'000'000;
 
 const std::vector<FlagSpec>& StatFlags() {
   static const std::vector<FlagSpec> specs = {
@@ -52,6 +48,12 @@ const std::vector<FlagSpec>& StatFlags() {
   };
   return specs;
 }
+
+namespace {
+
+constexpr double kMinIntervalSeconds = 0.1;
+constexpr double kMaxIntervalSeconds = 86400;
+constexpr uint64_t kMaxCount = 1'000'000'000;
 
 struct StatOptions {
   std::string mountpoint;
@@ -281,13 +283,7 @@ int RunStat(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (parsed->Has("help")) {
-    std::printf(
-        "usage: pvdisk stat MOUNTPOINT [flags]\n"
-        "iostat -x for a pvdisk mount; columns:\n");
-    for (const stats::IostatColumn& column : stats::kIostatColumns) {
-      std::printf("  %-12s %s\n", column.name, column.meaning);
-    }
-    std::printf("flags:\n%s", FlagHelp(StatFlags()).c_str());
+    PrintCommandHelp("stat");
     return kExitOk;
   }
   StatOptions options;

@@ -25,6 +25,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "cli/args.h"
+#include "cli/command_table.h"
 #include "cli/commands.h"
 #include "cli/mount_stats.h"
 #include "cli/stop_signal.h"
@@ -34,6 +35,24 @@
 #include "trace/perfetto_writer.h"
 
 namespace pvdisk::cli {
+
+const std::vector<FlagSpec>& TraceFlags() {
+  static const std::vector<FlagSpec> specs = {
+      {"disk", true, false, "NAME", "the only disk",
+       "the disk's file name in the mount (e.g. disk0.img); needed when "
+       "the mount has several"},
+      {"seconds", true, false, "S", "until Ctrl-C",
+       "record for S seconds, 0.1 to 86400 (decimals allowed)"},
+      {"output", true, false, "DIR", "",
+       "(also -o) the existing folder the trace files go to"},
+      {"format", true, false, "FORMAT", "blktrace",
+       "blktrace: NAME.blktrace.Q per queue, for blkparse -i NAME and btt; "
+       "perfetto: NAME.perfetto.json, for ui.perfetto.dev"},
+      {"help", false, false, "", "", "show this help"},
+  };
+  return specs;
+}
+
 namespace {
 
 constexpr double kMinSeconds = 0.1;
@@ -52,23 +71,6 @@ constexpr long kIdlePollNs = 10'000'000;
 constexpr size_t kBusyReadEvents = 1024;
 // How long reading goes on after the stop (see RunTraceLoop).
 constexpr uint64_t kEndGraceNs = 100'000'000;
-
-const std::vector<FlagSpec>& TraceFlags() {
-  static const std::vector<FlagSpec> specs = {
-      {"disk", true, false, "NAME", "the only disk",
-       "the disk's file name in the mount (e.g. disk0.img); needed when "
-       "the mount has several"},
-      {"seconds", true, false, "S", "until Ctrl-C",
-       "record for S seconds, 0.1 to 86400 (decimals allowed)"},
-      {"output", true, false, "DIR", "",
-       "(also -o) the existing folder the trace files go to"},
-      {"format", true, false, "FORMAT", "blktrace",
-       "blktrace: NAME.blktrace.Q per queue, for blkparse -i NAME and btt; "
-       "perfetto: NAME.perfetto.json, for ui.perfetto.dev"},
-      {"help", false, false, "", "", "show this help"},
-  };
-  return specs;
-}
 
 enum class Format { kBlktrace, kPerfetto };
 
@@ -324,13 +326,7 @@ int RunTrace(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (parsed->Has("help")) {
-    std::printf(
-        "usage: pvdisk trace MOUNTPOINT [--disk NAME] [--seconds S] -o DIR "
-        "[--format blktrace|perfetto]\n"
-        "records every request of a disk (Q, M/F, G, I, D, C, and pvdisk's "
-        "own steps) until S seconds or Ctrl-C\n"
-        "flags:\n%s",
-        FlagHelp(TraceFlags()).c_str());
+    PrintCommandHelp("trace");
     return kExitOk;
   }
   TraceOptions options;

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/args.h"
+#include "cli/command_table.h"
 #include "cli/commands.h"
 #include "cli/daemon_args.h"
 #include "cli/mount_table.h"
@@ -64,18 +65,22 @@ bool DetachMount(const std::string& path) {
 
 }  // namespace
 
-int RunUnmount(const std::vector<std::string>& args) {
-  const std::vector<FlagSpec> specs = {
+const std::vector<FlagSpec>& UnmountFlags() {
+  static const std::vector<FlagSpec> specs = {
       {"help", false, false, "", "", "show this help"},
   };
-  absl::StatusOr<ParsedArgs> parsed = ParseArgs("unmount", specs, args);
+  return specs;
+}
+
+int RunUnmount(const std::vector<std::string>& args) {
+  absl::StatusOr<ParsedArgs> parsed =
+      ParseArgs("unmount", UnmountFlags(), args);
   if (!parsed.ok()) {
     PrintError(std::string(parsed.status().message()));
     return kExitUsage;
   }
   if (parsed->Has("help")) {
-    std::printf("usage: pvdisk unmount MOUNTPOINT\n%s",
-                FlagHelp(specs).c_str());
+    PrintCommandHelp("unmount");
     return kExitOk;
   }
   if (parsed->positional.size() != 1) {

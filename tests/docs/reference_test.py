@@ -7,11 +7,13 @@ once with the defaults and once with --backend process), and every flag of
 the bench tools' --help appear in the reference.
 
 The other way round, a flag the reference names that the binary lacks
-fails too.
+fails too. The man pages the build writes (BUILD_DIR/man: pvdisk.1 and
+pvdisk-stats.5) render without a warning (groff -ww, man --warnings) and
+name every flag, --disk option, stat column and counter of the reference.
 Test-only faults come through the environment (PVDISK_TEST_FAULT), never
 through --disk: an option --help marks "(test only)" fails the test.
 
-Usage: reference_test.py PVDISK_DIR"""
+Usage: reference_test.py PVDISK_DIR BUILD_DIR"""
 import json
 import os
 import re
@@ -53,6 +55,39 @@ def help_flags(command):
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
     return set(re.findall(r"^  --([a-z0-9-]+)", out.stdout, re.MULTILINE))
+
+
+def man_dir():
+    build = sys.argv[2] if len(sys.argv) > 2 else os.path.join(docslib.REPO,
+                                                                "build")
+    return os.path.join(os.path.abspath(build), "man")
+
+
+def render_man(page):
+    """The text of a man page as man shows it, and the warnings groff and
+    man gave (each a list of stderr lines)."""
+    path = os.path.join(man_dir(), page)
+    warnings = []
+    out = subprocess.run(["groff", "-ww", "-man", "-Tutf8", "-z", path],
+                         capture_output=True, text=True, timeout=60)
+    warnings += out.stderr.splitlines()
+    env = dict(os.environ, MANWIDTH="80", LC_ALL="C.UTF-8")
+    out = subprocess.run(["man", "--warnings", "-l", path], env=env,
+                         capture_output=True, text=True, timeout=60)
+    warnings += out.stderr.splitlines()
+    # Plain text: no hyphenation at line ends, no bold or underline.
+    text = subprocess.run(["groff", "-man", "-Tutf8", "-P-cbou",
+                           "-rHY=0", "-dAD=l", "-rLL=400n", path],
+                          capture_output=True, text=True, timeout=60).stdout
+    return text.replace("\u2010", "-"), warnings
+
+
+def backticked_names(text):
+    """Names in backticks at the start of a table row: | `a`, `b` | ..."""
+    names = set()
+    for row in re.findall(r"^\| (`[^|]*)\|", text, re.MULTILINE):
+        names |= set(re.findall(r"`([^`]+)`", row))
+    return names
 
 
 def stats_keys(doc):
@@ -163,6 +198,48 @@ class ReferenceTest(unittest.TestCase):
         stats = section(self.text, "## The stats files")
         missing = sorted(k for k in keys if "`%s`" % k not in stats)
         self.assertEqual(missing, [], "stats.json fields the reference lacks")
+
+    def test_man_pages(self):
+        why = docslib.missing(tools=("groff", "man"))
+        if why:
+            self.skipTest(why)
+        for page in ["pvdisk.1", "pvdisk-stats.5"]:
+            self.assertTrue(os.path.exists(os.path.join(man_dir(), page)),
+                            "%s not built in %s" % (page, man_dir()))
+        man1, warnings1 = render_man("pvdisk.1")
+        man5, warnings5 = render_man("pvdisk-stats.5")
+        self.assertEqual(warnings1 + warnings5, [], "man page warnings")
+        missing = []
+        sections = re.split(r"^   pvdisk ([a-z]+)$", man1, flags=re.MULTILINE)
+        by_command = dict(zip(sections[1::2], sections[2::2]))
+        for command in COMMANDS:
+            documented = table_flags(section(self.text, "## pvdisk " + command))
+            page = by_command.get(command, "")
+            missing += ["pvdisk(1) %s --%s" % (command, f)
+                        for f in sorted(documented)
+                        if not re.search(r"^ +--%s\b" % f, page, re.MULTILINE)]
+        disk_section = section(self.text, "### --disk options")
+        for option in sorted(set(re.findall(r"^\| `([a-z][a-z0-9_-]*)",
+                                            disk_section, re.MULTILINE))):
+            if not re.search(r"^ +%s\b" % option, by_command.get("mount", ""),
+                             re.MULTILINE):
+                missing.append("pvdisk(1) --disk option " + option)
+        stat = section(self.text, "## pvdisk stat")
+        for column in sorted(backticked_names(stat)):
+            if column.startswith("--"):
+                continue
+            for page, text in [("pvdisk(1)", by_command.get("stat", "")),
+                               ("pvdisk-stats(5)", man5)]:
+                if not re.search(r"^ +%s( |$)" % re.escape(column), text,
+                                 re.MULTILINE):
+                    missing.append("%s stat column %s" % (page, column))
+        for heading in ["### Counters (columns of `stats`, keys of each "
+                        "queue and `total`)", "### Latency columns"]:
+            for name in sorted(backticked_names(section(self.text, heading))):
+                if not re.search(r"^ +%s( |$)" % re.escape(name), man5,
+                                 re.MULTILINE):
+                    missing.append("pvdisk-stats(5) column " + name)
+        self.assertEqual(missing, [], "what the man pages lack")
 
     def test_every_flag_of_the_bench_tools(self):
         tools = section(self.text, "## Benchmark tools")

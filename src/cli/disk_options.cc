@@ -1,0 +1,53 @@
+#include "cli/disk_options.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace pvdisk::cli {
+
+const std::vector<DiskOptionInfo>& DiskOptions() {
+  static const std::vector<DiskOptionInfo> options = {
+      {"ro", "", "serve the disk read-only"},
+      {"lock=on|off", "",
+       "lock=off takes no image lock (by default a read-write disk refuses "
+       "an image another pvdisk or QEMU uses); not for rbd: disks, whose "
+       "image has its own exclusive lock"},
+      {"format=raw|qcow2", "",
+       "the image's format (default: probed from its header); a qcow2 image "
+       "is served with its backing chain"},
+      {"size=SIZE", "", "the size the disk must have (refused otherwise)"},
+      {"eio=SECTOR[+COUNT]", "",
+       "fail I/O on those 512-byte sectors with EIO (fault injection)"},
+      {"delay=US", "",
+       "hold each completion US microseconds after submission, on any "
+       "engine: a device latency model"},
+      {"delay-write=US", "", "the same for writes, overriding delay="},
+      {"l2_cache=SIZE", "qcow2",
+       "the L2 tables kept in memory (default: the whole disk's, at most "
+       "32M)"},
+      {"conf=PATH", "rbd", "the cluster's ceph.conf"},
+      {"id=CLIENT", "rbd", "the client name"},
+      {"timeout=SECONDS", "rbd",
+       "how long the cluster may stay silent, at mount, per I/O and at "
+       "unmount (default 15)"},
+  };
+  return options;
+}
+
+std::string AllowedDiskOptions(bool rbd) {
+  std::string files, rbds;
+  for (const DiskOptionInfo& option : DiskOptions()) {
+    if (option.applies == "rbd") {
+      absl::StrAppend(&rbds, rbds.empty() ? "" : ", ",
+                      std::string(option.syntax));
+      continue;
+    }
+    absl::StrAppend(&files, files.empty() ? "" : ", ",
+                    std::string(option.syntax));
+    if (!option.applies.empty()) {
+      absl::StrAppend(&files, " (", std::string(option.applies), ")");
+    }
+  }
+  return rbd ? absl::StrCat(files, ", and for rbd: disks ", rbds) : files;
+}
+
+}  // namespace pvdisk::cli
