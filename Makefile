@@ -7,6 +7,9 @@
 #              bench/compare and bench/experiments; results go to results/
 #   make fuzz  builds the libFuzzer targets (clang, in FUZZ_BUILD_DIR) and
 #              runs each for FUZZ_SECONDS; `make test` runs each briefly
+#   make install  builds pvdisk, its man pages and completion and installs
+#              them (PREFIX, default /usr/local; DESTDIR as usual)
+#   make deb   builds the Debian package build/pvdisk_VERSION_ARCH.deb
 #   make tsan  builds pvdisk and the FUSE tests with ThreadSanitizer (in
 #              TSAN_BUILD_DIR) and runs the FUSE tests named tsan.* there;
 #              a report from any process fails it (not part of `make test`)
@@ -26,9 +29,11 @@ FUZZ_SECONDS ?= 60
 # several times over by TSan; on 2 CPUs more at once only wait longer).
 TSAN_BUILD_DIR ?= build-tsan
 TSAN_CTEST_JOBS ?= 2
+# Where `make install` puts pvdisk (/usr: /usr/bin/pvdisk).
+PREFIX ?= /usr/local
 
 .PHONY: all deps build build-pvdisk run test ctest-jobs format clean fuzz fuzz-build
-.PHONY: tsan tsan-build
+.PHONY: tsan tsan-build install deb
 .PHONY: bench bench-micro bench-compare bench-experiments
 
 all: build
@@ -46,6 +51,22 @@ build-pvdisk: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
 	  -DPVDISK_FUZZ_BUILD_DIR=$(abspath $(FUZZ_BUILD_DIR)) >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target pvdisk
+
+# The binary and the files the build writes from its tables, installed
+# (packaging/CMakeLists.txt lists them). The tests are not built.
+install: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_INSTALL_PREFIX=$(PREFIX) \
+	  -DPVDISK_FUZZ_BUILD_DIR=$(abspath $(FUZZ_BUILD_DIR)) >/dev/null
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target pvdisk man package-changelog
+	@cmake --install $(BUILD_DIR)
+
+# The same files as a Debian package (CPack), in BUILD_DIR.
+deb: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
+	  -DPVDISK_FUZZ_BUILD_DIR=$(abspath $(FUZZ_BUILD_DIR)) >/dev/null
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target pvdisk man package-changelog
+	@cd $(BUILD_DIR) && cpack -G DEB
 
 # Only the fuzz targets, each from the few sources it tests (tests/fuzz/).
 fuzz-build: deps

@@ -23,6 +23,7 @@ packages=(
   qemu-utils       # qemu-img, qemu-io: the independent judge of the qcow2 tests (tests/image)
   qemu-block-extra  # qemu-storage-daemon's rbd driver: bench/compare --rbd
   linux-perf       # perf: bench/spans traces the io_uring and fuse tracepoints
+  lintian          # tests/packaging: checks the Debian package `make deb` makes
   prometheus       # promtool: the tests check the mount's metrics file with it
 )
 
