@@ -10,6 +10,9 @@
 #   make install  builds pvdisk, its man pages and completion and installs
 #              them (PREFIX, default /usr/local; DESTDIR as usual)
 #   make deb   builds the Debian package build/pvdisk_VERSION_ARCH.deb
+#   make deb-test  builds it, checks it with lintian, installs it with apt-get,
+#              mounts with /usr/bin/pvdisk, purges it (as root; restores the
+#              machine on failure too)
 #   make tsan  builds pvdisk and the FUSE tests with ThreadSanitizer (in
 #              TSAN_BUILD_DIR) and runs the FUSE tests named tsan.* there;
 #              a report from any process fails it (not part of `make test`)
@@ -33,7 +36,7 @@ TSAN_CTEST_JOBS ?= 2
 PREFIX ?= /usr/local
 
 .PHONY: all deps build build-pvdisk run test ctest-jobs format clean fuzz fuzz-build
-.PHONY: tsan tsan-build install deb
+.PHONY: tsan tsan-build install deb deb-test
 .PHONY: bench bench-micro bench-compare bench-experiments
 
 all: build
@@ -66,7 +69,11 @@ deb: deps
 	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release \
 	  -DPVDISK_FUZZ_BUILD_DIR=$(abspath $(FUZZ_BUILD_DIR)) >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target pvdisk man package-changelog
+	@rm -f $(BUILD_DIR)/pvdisk_*.deb
 	@cd $(BUILD_DIR) && cpack -G DEB
+
+deb-test: deb
+	@tests/system/deb_test.sh $(BUILD_DIR)
 
 # Only the fuzz targets, each from the few sources it tests (tests/fuzz/).
 fuzz-build: deps
