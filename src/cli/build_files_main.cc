@@ -15,8 +15,7 @@ bool Write(const std::string& path, const std::string& text) {
   out << text;
   out.close();
   if (!out) {
-    std::fprintf(stderr, "pvdisk-build-files: cannot write %s\n",
-                 path.c_str());
+    std::fprintf(stderr, "pvdisk-build-files: cannot write %s\n", path.c_str());
   }
   return static_cast<bool>(out);
 }

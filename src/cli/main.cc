@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/command_table.h"
 #include "cli/commands.h"
+#include "cli/mount_helper.h"
 
 int main(int argc, char** argv) {
   using namespace pvdisk::cli;
@@ -25,6 +26,9 @@ int main(int argc, char** argv) {
   }
   if (command == "__backend") return RunBackend(args);
   if (const CommandInfo* found = FindCommand(command)) return found->run(args);
+  // mount.fuse3 runs `pvdisk SOURCE MOUNTPOINT -o OPTIONS`.
+  std::vector<std::string> all(argv + 1, argv + argc);
+  if (IsMountHelperCall(all)) return RunMountHelper(all);
   std::string names;
   for (const CommandInfo& known : Commands()) {
     absl::StrAppend(&names, std::string(known.name), ", ");
