@@ -33,6 +33,7 @@
 #include "cli/mountpoint_check.h"
 #include "cli/placement.h"
 #include "cli/placement_flags.h"
+#include "cli/service_notify.h"
 #include "fuse/channel/payload_arena.h"
 #include "fuse/channel/uring_support.h"
 #include "fuse/disk.h"
@@ -343,6 +344,13 @@ int Serve(const MountConfig& config, int ready_fd) {
   bool mounted = false;
   absl::Status served = filesystem.MountAndServe(config.mountpoint, [&] {
     mounted = true;
+    // Under systemd (Type=notify): the mount serves now.
+    if (absl::Status told = NotifyServiceManager(absl::StrCat(
+            "READY=1\nMAINPID=", getpid(), "\nSTATUS=serving ",
+            config.disks.size(), " disk(s) at ", config.mountpoint));
+        !told.ok()) {
+      LogInfo("%s", std::string(told.message()).c_str());
+    }
     if (ready_fd >= 0) {
       LogInfo("serving %zu disk(s) at %s", config.disks.size(),
               config.mountpoint.c_str());

@@ -18,7 +18,8 @@ for f in usr/bin/pvdisk usr/share/man/man1/pvdisk.1.gz \
          usr/share/man/man5/pvdisk-stats.5.gz \
          usr/share/bash-completion/completions/pvdisk \
          usr/share/doc/pvdisk/copyright usr/share/doc/pvdisk/changelog.gz \
-         usr/share/doc/pvdisk/reference.md; do
+         usr/share/doc/pvdisk/reference.md \
+         usr/lib/systemd/system/pvdisk@.service; do
   [ -f "$root/$f" ] || fail "make install did not install /$f"
 done
 [ -x "$root/usr/bin/pvdisk" ] || fail "/usr/bin/pvdisk is not executable"
