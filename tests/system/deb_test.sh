@@ -73,6 +73,20 @@ cmp -n 4194304 "$tmp/data" "$tmp/mnt/disk.img" || fail "data read back differs"
 /usr/bin/pvdisk unmount "$tmp/mnt"
 cmp -n 4194304 "$tmp/data" "$tmp/disk.img" || fail "the image lacks the data"
 
+echo "deb_test: mount -t fuse.pvdisk through mount.fuse3 and /usr/bin/pvdisk"
+mount -t fuse.pvdisk "$tmp/disk.img" "$tmp/mnt" -o queues=2,frontend=virtio,log="$tmp/daemon.log"
+grep -q '^# disk disk.img: .* frontend=virtio queues=2 ' "$tmp/mnt/stats" ||
+  fail "the mount(8) mount lacks its options: $(head -1 "$tmp/mnt/stats")"
+cmp -n 4194304 "$tmp/data" "$tmp/mnt/disk.img" || fail "data read back differs"
+umount "$tmp/mnt"
+
+echo "deb_test: systemd-analyze verify pvdisk@.service"
+unit=$(grep '/pvdisk@.service$' "$tmp/files")
+[ -n "$unit" ] || fail "the package has no pvdisk@.service"
+cp "$unit" "$tmp/pvdisk@test.service"
+systemd-analyze verify "$tmp/pvdisk@test.service" 2>&1 | tee "$tmp/verify.log"
+[ ! -s "$tmp/verify.log" ] || fail "systemd-analyze verify: $(cat "$tmp/verify.log")"
+
 echo "deb_test: apt-get remove --purge pvdisk"
 DEBIAN_FRONTEND=noninteractive apt-get remove --purge -y -q pvdisk >"$tmp/remove.log" 2>&1 ||
   { cat "$tmp/remove.log"; fail "apt-get remove failed"; }
