@@ -36,7 +36,10 @@ struct CompletionDelay {
 inline constexpr uint32_t kMaxDelayUs = 10'000'000;
 
 // Wraps `inner` (made for `depth` requests in flight). Held completions are
-// returned in due order, requests with the same due time in queue order;
+// returned in due order, requests with the same due time in queue order,
+// never before their due time; those due within ~3% of the delay of one
+// another come back together, at the latest of their due times (so that
+// the thread that answers them takes them in one round);
 // results, errors included, pass through unchanged; a request `inner`
 // refuses is refused at once. inflight() counts held completions, so an
 // engine cap (--engine-max-inflight) holds them against the cap as a real

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""bench/delay, briefly: D = 1 ms at iodepth 1 and 2 in both queue configs
-and a small capped / uncapped comparison, 1 s per run on a 64 MiB image.
+"""bench/delay, briefly: D = 1 ms at iodepth 1 and 2 in both queue configs,
+a small capped / uncapped comparison (as is and with a FUSE queue depth)
+and the ceiling at iodepth 2, 1 s per run on a 64 MiB image.
 The table has a row per run with every column, no mean comes in under D
 (the delay is a floor, whatever the load), the placement column says
 where each config ran, and nothing stays mounted. Bad options end in one
@@ -19,7 +20,8 @@ class DelayTest(benchtest.OneRun):
     def start(cls, scratch):
         return scratch.run("delay", "--delays", "1000:2", "--runtime", "1",
                            "--cap-delay", "1000", "--cap-depth", "16",
-                           "--cap", "8", "--image-size", "64M",
+                           "--cap", "8", "--cap-fuse-depth", "32",
+                           "--ceiling-depths", "2", "--image-size", "64M",
                            "--out", scratch.out)
 
     def load(self):
@@ -67,6 +69,23 @@ class DelayTest(benchtest.OneRun):
         self.assertAlmostEqual(cap["ratio"],
                                cap["uncapped_iops"] / cap["capped_iops"])
         self.assertIn("Engine cap at D = 1000 us, iodepth 16", self.result.stdout)
+        # Again with FUSE's queue as deep as asked.
+        again = self.load()["cap_fuse"]
+        self.assertEqual(again["flags"][-2:], ["--fuse-queue-depth", "32"])
+        self.assertGreater(again["capped_iops"], 0)
+        self.assertIn("--fuse-queue-depth 32`: uncapped", self.result.stdout)
+
+    def test_ceiling(self):
+        # Per config, the null engine without a delay at iodepth 2, beside
+        # the IOPS a 1 ms mean needs there (2 / 1 ms).
+        ceiling = self.load()["ceiling"]
+        self.assertEqual([(r["config"], r["iodepth"]) for r in ceiling],
+                         [("one", 2), ("default", 2)])
+        for row in ceiling:
+            self.assertGreater(row["iops"], 0)
+            self.assertEqual(row["iops_for_1000us"], 2000)
+        self.assertIn("| config | placement | iodepth | iops | clat_mean_us "
+                      "| iops_for_1000us |", self.result.stdout)
 
 
 class BadOptionsTest(benchtest.OneRun):
