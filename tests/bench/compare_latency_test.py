@@ -75,6 +75,16 @@ class CompareLatencyOptionsTest(benchtest.unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertIn("rr4k_qd32 not in group latency", result.stderr)
 
+    def test_a_realtime_priority_out_of_range_is_refused(self):
+        scratch = benchtest.Scratch()
+        try:
+            result = scratch.run("compare", "--group", "latency",
+                                 "--realtime", "100")
+        finally:
+            scratch.close()
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("100 out of range; use 1 to 99", result.stderr)
+
 
 if __name__ == "__main__":
     benchtest.need("fio", "qemu-storage-daemon", "losetup", "mkfs.ext4")
