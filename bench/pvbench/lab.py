@@ -323,14 +323,14 @@ class Lab:
         return self._keep(FuseFloor(program, mnt, self.size, io,
                                     self.image if serve_image else None))
 
-    def qsd(self, qcow2=None):
+    def qsd(self, qcow2=None, blockdev=None):
         """A qemu-storage-daemon FUSE export of the image, or of the qcow2
         image at `qcow2` (driver=qcow2 over its file, which has the raw
-        export's aio=io_uring and cache.direct=on)."""
+        export's aio=io_uring and cache.direct=on), or of `blockdev` (the
+        --blockdev options but node-name, e.g. a null-co device)."""
         image = qcow2 or self.image
         file = os.path.join(self.dir, "qsd%d-%s" % (len(self.targets),
                                                     os.path.basename(image)))
-        blockdev = None
         if qcow2:
             blockdev = ("driver=qcow2,file.driver=file,file.filename=%s,"
                         "file.aio=io_uring,file.cache.direct=on,"
