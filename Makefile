@@ -30,6 +30,7 @@ TSAN_CTEST_JOBS ?= 2
 .PHONY: all deps build build-pvdisk run test ctest-jobs format clean fuzz fuzz-build
 .PHONY: tsan tsan-build
 .PHONY: bench bench-micro bench-compare bench-experiments
+.PHONY: powercut-check
 
 all: build
 
@@ -142,3 +143,11 @@ bench-compare: build
 
 bench-experiments: build
 	$(run_experiments)
+
+# The power-cut promise at full count: POWERCUT_CUTS random cuts (default
+# 200) of the first frontend and placement, then the negative control
+# (tests/fuse/powercut_test.cc); the suite runs one cut per case.
+POWERCUT_CUTS ?= 200
+powercut-check: build
+	@cd $(BUILD_DIR) && PVDISK_POWERCUT_CUTS=$(POWERCUT_CUTS) ./tests/fuse/fuse_test \
+	  --gtest_filter='FrontendsAndPlacements/PowercutPromiseTest.*/blkif_backend_thread:PowercutNegativeControlTest.*'

@@ -24,6 +24,8 @@ constexpr const char* kUsage =
     "disks and flags\n"
     "  trace MOUNTPOINT -o DIR [...]        record a disk's requests for "
     "blkparse, btt or Perfetto\n"
+    "  powercut MOUNTPOINT [DISK] [...]     cut a cache=volatile disk's "
+    "power\n"
     "\n"
     "'pvdisk COMMAND --help' lists a command's flags; 'pvdisk --version' "
     "prints the version.\n";
@@ -54,9 +56,11 @@ int main(int argc, char** argv) {
   if (command == "list") return RunList(args);
   if (command == "info") return RunInfo(args);
   if (command == "trace") return RunTrace(args);
+  if (command == "powercut") return RunPowercut(args);
   PrintError(
       "unknown command '" + command +
-      "'; allowed: create, info, mount, unmount, stat, list, trace, --version "
+      "'; allowed: create, info, mount, unmount, stat, list, trace, powercut, "
+      "--version "
       "(see "
       "pvdisk --help)");
   return kExitUsage;
