@@ -37,25 +37,76 @@ void CopyIntoIov(const uint8_t* from, uint64_t length, uint64_t skip,
 
 }  // namespace
 
-VolatileCache::Data::Data(uint64_t size) {
-  const uint64_t rounded = (size + kDataAlign - 1) / kDataAlign * kDataAlign;
-  bytes = static_cast<uint8_t*>(std::aligned_alloc(kDataAlign, rounded));
+class VolatileCache::Pool {
+ public:
+  explicit Pool(uint64_t max_bytes) : max_bytes_(max_bytes) {}
+  ~Pool() {
+    for (auto& [size_class, buffers] : free_) {
+      for (uint8_t* buffer : buffers) std::free(buffer);
+    }
+  }
+
+  static uint64_t ClassOf(uint64_t size) {
+    uint64_t size_class = kDataAlign;
+    while (size_class < size) size_class <<= 1;
+    return size_class;
+  }
+
+  uint8_t* Take(uint64_t size_class) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(size_class);
+      if (it != free_.end() && !it->second.empty()) {
+        uint8_t* buffer = it->second.back();
+        it->second.pop_back();
+        pooled_ -= size_class;
+        return buffer;
+      }
+    }
+    return static_cast<uint8_t*>(std::aligned_alloc(kDataAlign, size_class));
+  }
+
+  void Give(uint8_t* buffer, uint64_t size_class) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pooled_ + size_class <= max_bytes_) {
+        free_[size_class].push_back(buffer);
+        pooled_ += size_class;
+        return;
+      }
+    }
+    std::free(buffer);
+  }
+
+ private:
+  const uint64_t max_bytes_;
+  std::mutex mu_;
+  std::map<uint64_t, std::vector<uint8_t*>> free_;  // guarded by mu_
+  uint64_t pooled_ = 0;                             // guarded by mu_
+};
+
+VolatileCache::Data::Data(std::shared_ptr<Pool> from, uint64_t size)
+    : size_class(Pool::ClassOf(size)), pool(std::move(from)) {
+  bytes = pool->Take(size_class);
 }
 
-VolatileCache::Data::~Data() { std::free(bytes); }
+VolatileCache::Data::~Data() {
+  if (bytes != nullptr) pool->Give(bytes, size_class);
+}
 
 VolatileCache::VolatileCache(int fd, std::string name, uint64_t limit_bytes,
                              bool lying_flush)
     : fd_(fd),
       name_(std::move(name)),
       limit_bytes_(limit_bytes),
-      lying_flush_(lying_flush) {}
+      lying_flush_(lying_flush),
+      pool_(std::make_shared<Pool>(limit_bytes)) {}
 
 int VolatileCache::Write(uint64_t offset, const iovec* iov, int iov_count,
                          uint64_t length) {
   if (cut()) return -EIO;
   // The copy outside the lock: writes of several threads copy at once.
-  auto data = std::make_shared<Data>(length);
+  auto data = std::make_shared<Data>(pool_, length);
   if (data->bytes == nullptr) return -ENOMEM;
   uint64_t copied = 0;
   for (int i = 0; i < iov_count && copied < length; ++i) {
@@ -67,9 +118,11 @@ int VolatileCache::Write(uint64_t offset, const iovec* iov, int iov_count,
   if (cut()) return -EIO;
   if (held_bytes_.load(std::memory_order_relaxed) + length > limit_bytes_ &&
       !held_.empty()) {
-    // Full: this write waits for a flush of its own.
+    // Full: this write waits for a flush of its own. The write-out is what
+    // makes the held writes durable in the model (a disk destaging its
+    // cache to the medium); no fdatasync, as no plain write gets one: the
+    // host's own crash is not part of the model.
     if (int rc = WriteOutLocked(); rc < 0) return rc;
-    if (int rc = SyncImage(); rc < 0) return rc;
     full_flushes_.fetch_add(1, std::memory_order_relaxed);
     flushes_.fetch_add(1, std::memory_order_relaxed);
   }

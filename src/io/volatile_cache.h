@@ -18,7 +18,10 @@
 //
 // Memory is bounded: held bytes (the sum of the held writes' lengths) stay
 // within `limit_bytes`; a write that would pass it first writes the cache
-// out and syncs it, a flush of its own, counted in `full_flushes`.
+// out to the image, a flush of its own, counted in `full_flushes` (the
+// write-out is what makes writes durable in the model; the fdatasync of a
+// flush request is for the host's crash, which plain writes do not get
+// either).
 //
 // Discards and write-zeroes go to the image at once; the writes held
 // before one are written out first (not synced), so that it lands over
@@ -70,14 +73,23 @@ struct VolatileCacheCounts {
 
 class VolatileCache {
  public:
+  // Recycled buffers of held data, by size class (powers of two from 4
+  // KiB): a fresh buffer per write would cost a page fault per page of it
+  // (glibc maps large allocations anew each time). Keeps at most as many
+  // bytes as the cache holds, so a cache uses at most about four times
+  // cache_size= (held data rounded up to its class, and as much pooled).
+  class Pool;
+
   // Held data of one write: `size` bytes at a 4096-aligned address, so that
-  // it can be written to a file opened with O_DIRECT.
+  // it can be written to a file opened with O_DIRECT. Goes back to its pool.
   struct Data {
-    explicit Data(uint64_t size);
+    Data(std::shared_ptr<Pool> pool, uint64_t size);
     ~Data();
     Data(const Data&) = delete;
     Data& operator=(const Data&) = delete;
     uint8_t* bytes = nullptr;
+    uint64_t size_class = 0;
+    std::shared_ptr<Pool> pool;
   };
 
   // What a read must lay over the bytes it read from the image: `length`
@@ -158,6 +170,7 @@ class VolatileCache {
   const std::string name_;
   const uint64_t limit_bytes_;
   const bool lying_flush_;
+  const std::shared_ptr<Pool> pool_;
 
   std::mutex mu_;
   std::vector<Held> held_;               // guarded by mu_
