@@ -38,6 +38,7 @@ PREFIX ?= /usr/local
 .PHONY: all deps build build-pvdisk run test ctest-jobs format clean fuzz fuzz-build
 .PHONY: tsan tsan-build install deb deb-test
 .PHONY: bench bench-micro bench-compare bench-experiments
+.PHONY: powercut-check
 
 all: build
 
@@ -170,3 +171,11 @@ bench-compare: build
 
 bench-experiments: build
 	$(run_experiments)
+
+# The power-cut promise at full count: POWERCUT_CUTS random cuts (default
+# 200) of the first frontend and placement, then the negative control
+# (tests/fuse/powercut_test.cc); the suite runs one cut per case.
+POWERCUT_CUTS ?= 200
+powercut-check: build
+	@cd $(BUILD_DIR) && PVDISK_POWERCUT_CUTS=$(POWERCUT_CUTS) ./tests/fuse/fuse_test \
+	  --gtest_filter='FrontendsAndPlacements/PowercutPromiseTest.*/blkif_backend_thread:PowercutNegativeControlTest.*'

@@ -103,6 +103,14 @@ const std::vector<CommandInfo>& Commands() {
        "own steps) until S seconds or Ctrl-C, as blktrace files for blkparse "
        "and btt, or a Perfetto trace.",
        TraceFlags, RunTrace},
+      {"powercut", "MOUNTPOINT [DISK] [--keep none|all|random] [--seed N]",
+       "cut a cache=volatile disk's power",
+       "Cuts the power of a disk mounted with cache=volatile: every later I/O "
+       "on it fails with EIO (the mount's other disks go on), and the image "
+       "keeps what was flushed plus the unflushed writes --keep says, each "
+       "write whole or not at all. It prints what was dropped. Unmount and "
+       "mount again to reboot.",
+       PowercutFlags, RunPowercut},
   };
   return commands;
 }

@@ -48,5 +48,6 @@ const std::vector<FlagSpec>& UnmountFlags();
 const std::vector<FlagSpec>& StatFlags();
 const std::vector<FlagSpec>& ListFlags();
 const std::vector<FlagSpec>& TraceFlags();
+const std::vector<FlagSpec>& PowercutFlags();
 
 }  // namespace pvdisk::cli

@@ -22,6 +22,7 @@ int RunStat(const std::vector<std::string>& args);
 int RunList(const std::vector<std::string>& args);
 int RunInfo(const std::vector<std::string>& args);
 int RunTrace(const std::vector<std::string>& args);
+int RunPowercut(const std::vector<std::string>& args);
 
 // Prints "pvdisk: <message>" to stderr.
 void PrintError(const std::string& message);

@@ -151,6 +151,21 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
             "tables a qcow2 image keeps in memory"));
       }
       spec.l2_cache_bytes = *size;
+    } else if (option == "cache=volatile" || option == "cache=writethrough") {
+      spec.cache_volatile = option == "cache=volatile";
+    } else if (option.rfind("cache=", 0) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--disk ", text, ": cache takes volatile or writethrough, not '",
+          option.substr(6), "'"));
+    } else if (option.rfind("cache_size=", 0) == 0) {
+      absl::StatusOr<uint64_t> size = ParseSize(option.substr(11));
+      if (!size.ok() || *size < (1u << 20) || *size > (64ull << 30)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--disk ", text,
+            ": cache_size takes a size from 1M to 64G (e.g. cache_size=256M), "
+            "the most a volatile cache holds"));
+      }
+      spec.cache_bytes = *size;
     } else if (option.rfind("eio=", 0) == 0) {
       std::vector<std::string> range = absl::StrSplit(option.substr(4), '+');
       io::FaultRange fault;

@@ -24,6 +24,13 @@ const std::vector<DiskOptionInfo>& DiskOptions() {
       {"l2_cache=SIZE", "qcow2",
        "the L2 tables kept in memory (default: the whole disk's, at most "
        "32M)"},
+      {"cache=volatile|writethrough", "",
+       "cache=volatile models a volatile write cache: writes are held until "
+       "a flush, and pvdisk powercut can lose them (raw images, thread "
+       "backend)"},
+      {"cache_size=SIZE", "",
+       "the bytes cache=volatile holds before a write must wait for a "
+       "write-out of its own (default 64M)"},
       {"conf=PATH", "rbd", "the cluster's ceph.conf"},
       {"id=CLIENT", "rbd", "the client name"},
       {"timeout=SECONDS", "rbd",

@@ -10,6 +10,8 @@
 #include "base/status_macros.h"
 #include "image/image_headers.h"
 #include "image/open_image.h"
+#include "image/raw_image.h"
+#include "io/test_fault.h"
 #include "transport/process/wire.h"
 
 namespace pvdisk::fuse {
@@ -36,6 +38,28 @@ io::EngineOptions BaseEngineOptions(const DiskSpec& spec, io::EngineKind kind) {
   return options;
 }
 
+// cache=volatile serves a raw image of files in the daemon's own backend
+// threads: the power cut reaches the cache there; a qcow2 image's metadata
+// does not go through the engines that hold the cache.
+absl::Status CheckVolatileCache(const DiskSpec& spec, const image::Image& image,
+                                const DiskOptions& options) {
+  auto refuse = [&spec](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--disk ", spec.path, ": cache=volatile ", why));
+  };
+  if (spec.rbd) return refuse("serves image files, not rbd: images");
+  if (dynamic_cast<const image::RawImage*>(&image) == nullptr) {
+    return refuse("serves raw images, and this one is qcow2");
+  }
+  if (options.backend == BackendMode::kProcess) {
+    return refuse("needs --backend thread (the default)");
+  }
+  if (image.engine() == io::EngineKind::kNull) {
+    return refuse("needs an engine that writes the image (uring or sync)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 image::ImageSpec ImageSpecOf(const DiskSpec& spec, io::EngineKind engine) {
@@ -50,12 +74,14 @@ image::ImageSpec ImageSpecOf(const DiskSpec& spec, io::EngineKind engine) {
   return image;
 }
 
-transport::EngineFactory EngineFactoryFor(const DiskSpec& spec,
-                                          std::shared_ptr<image::Image> image) {
+transport::EngineFactory EngineFactoryFor(
+    const DiskSpec& spec, std::shared_ptr<image::Image> image,
+    std::shared_ptr<io::VolatileCache> cache) {
   // Backends call this again to replace a failed engine: it owns what it
   // captures.
   io::EngineOptions base_engine_options =
       BaseEngineOptions(spec, image->engine());
+  base_engine_options.volatile_cache = std::move(cache);
   return [image = std::move(image), base_engine_options](
              uint32_t depth, io::RingLender* lender) {
     io::EngineOptions engine_options = base_engine_options;
@@ -126,11 +152,20 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
           absl::StrCat("--disk ", spec.path, ": ", fenced.message()));
     }
   }
+  if (spec.cache_volatile) {
+    PVDISK_RETURN_IF_ERROR(CheckVolatileCache(spec, *disk->image_, options));
+    PVDISK_ASSIGN_OR_RETURN(const io::TestFault test_fault,
+                            io::TestFaultFromEnvironment());
+    disk->cache_ = std::make_shared<io::VolatileCache>(
+        disk->image_->files()[0], disk->image_->name(), spec.cache_bytes,
+        test_fault.lying_flush);
+  }
   const std::string serial =
       SerialOf(disk->image_->name(), disk->image_->identity(),
                disk->image_->size_bytes());
   // The one way this disk makes engines, whichever image it serves.
-  transport::EngineFactory make_engine = EngineFactoryFor(spec, disk->image_);
+  transport::EngineFactory make_engine =
+      EngineFactoryFor(spec, disk->image_, disk->cache_);
   if (spec.expected_size && *spec.expected_size != disk->size_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--disk ", spec.path, ",size=", FormatSize(*spec.expected_size),
@@ -211,6 +246,11 @@ void Disk::Shutdown(std::chrono::steady_clock::time_point deadline) {
     return;
   }
   if (!image_) return;
+  if (cache_) {
+    if (absl::Status written = cache_->WriteOutAll(); !written.ok()) {
+      LogInfo("%s", written.message());
+    }
+  }
   if (absl::Status flushed = image_->Flush(); !flushed.ok()) {
     LogInfo("%s", flushed.message());
   }
@@ -329,8 +369,36 @@ stats::DiskReport Disk::Report() const {
         {"backend_restart_limit", absl::StrCat(supervisor_->restart_limit())});
   }
   for (auto& line : image_->Describe()) report.config.push_back(line);
+  report.config.push_back({"cache", cache_ ? "volatile" : "writethrough"});
+  if (cache_) {
+    report.config.push_back(
+        {"cache_size", absl::StrCat(cache_->limit_bytes())});
+    std::lock_guard<std::mutex> lock(cut_mu_);
+    report.config.push_back({"power", cut_result_ ? "cut" : "on"});
+    if (cut_result_) {
+      report.config.push_back(
+          {"cut_dropped_writes", absl::StrCat(cut_result_->dropped_writes)});
+      report.config.push_back(
+          {"cut_dropped_bytes", absl::StrCat(cut_result_->dropped_bytes)});
+      report.config.push_back(
+          {"cut_kept_writes", absl::StrCat(cut_result_->kept_writes)});
+      report.config.push_back(
+          {"cut_kept_bytes", absl::StrCat(cut_result_->kept_bytes)});
+    }
+  }
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     report.queues.push_back(transport_->queue(q).stats().Snapshot());
+  }
+  if (cache_) {
+    // The cache is the disk's, not a queue's: its counts go on queue 0's
+    // row, so that the total row shows them once.
+    const io::VolatileCacheCounts counts = cache_->counts();
+    auto& values = report.queues[0].values;
+    values[stats::Index(stats::Counter::unsafe_bytes)] = counts.unsafe_bytes;
+    values[stats::Index(stats::Counter::unsafe_bytes_max)] =
+        counts.unsafe_bytes_max;
+    values[stats::Index(stats::Counter::flushes)] = counts.flushes;
+    values[stats::Index(stats::Counter::full_flushes)] = counts.full_flushes;
   }
   return report;
 }
@@ -339,6 +407,26 @@ void Disk::ResetStats() {
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     transport_->queue(q).stats().Reset();
   }
+  if (cache_) cache_->ResetCounts();
+}
+
+absl::StatusOr<io::PowerCutResult> Disk::PowerCut(io::PowerKeep keep,
+                                                  uint64_t seed) {
+  if (!cache_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        name_, " has no volatile cache to lose: mount it with --disk ",
+        image_->name(), ",cache=volatile"));
+  }
+  PVDISK_ASSIGN_OR_RETURN(io::PowerCutResult result,
+                          cache_->PowerCut(keep, seed));
+  LogInfo(
+      "%s lost its power: %u unflushed write(s) of %u bytes dropped, "
+      "%u of %u bytes kept",
+      name_, result.dropped_writes, result.dropped_bytes, result.kept_writes,
+      result.kept_bytes);
+  std::lock_guard<std::mutex> lock(cut_mu_);
+  cut_result_ = result;
+  return result;
 }
 
 }  // namespace pvdisk::fuse

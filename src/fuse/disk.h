@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include "image/image_spec.h"
 #include "io/engine_factory.h"
 #include "io/rbd_spec.h"
+#include "io/volatile_cache.h"
 #include "stats/render.h"
 #include "trace/queue_trace.h"
 #include "transport/process/backend_supervisor.h"
@@ -44,6 +46,10 @@ struct DiskSpec {
   uint64_t l2_cache_bytes = 0;
   // ",format=raw|qcow2"; kProbe when not given.
   image::ImageFormat format = image::ImageFormat::kProbe;
+  // ",cache=volatile": a volatile write cache that a power cut empties
+  // (io/volatile_cache.h); `cache_bytes` (",cache_size=SIZE") bounds it.
+  bool cache_volatile = false;
+  uint64_t cache_bytes = io::kDefaultVolatileCacheBytes;
   // The --disk argument as given, for a backend process to parse again.
   std::string arg;
 };
@@ -90,8 +96,10 @@ image::ImageSpec ImageSpecOf(const DiskSpec& spec, io::EngineKind engine);
 // MakeEngine), with `spec`'s fault injection and delay. The factory holds
 // the image, which so outlives every engine made. Used by the daemon
 // (Disk::Open) and by a backend process (cli/backend_command.cc).
-transport::EngineFactory EngineFactoryFor(const DiskSpec& spec,
-                                          std::shared_ptr<image::Image> image);
+// `cache`: the disk's volatile write cache (cache=volatile), or null.
+transport::EngineFactory EngineFactoryFor(
+    const DiskSpec& spec, std::shared_ptr<image::Image> image,
+    std::shared_ptr<io::VolatileCache> cache = nullptr);
 
 // What a backend process gets in BackendSetup::engine_config: the --disk
 // argument as given (for its options; its path only names the image in
@@ -187,6 +195,14 @@ class Disk {
   stats::DiskReport Report() const;
   void ResetStats();
 
+  // The power cut of a disk with cache=volatile (io/volatile_cache.h):
+  // from now on every request fails with EIO, and the image gets the
+  // unflushed writes `keep` says. FailedPrecondition, naming the disk, for
+  // a disk without the cache or one already cut.
+  absl::StatusOr<io::PowerCutResult> PowerCut(io::PowerKeep keep,
+                                              uint64_t seed);
+  bool has_volatile_cache() const { return cache_ != nullptr; }
+
  private:
   Disk() = default;
 
@@ -196,6 +212,11 @@ class Disk {
   // and declared before it: it outlives every engine it made.
   std::shared_ptr<image::Image> image_;
   std::optional<io::CompletionDelay> delay_;  // for the stats header
+  // cache=volatile only; shared with the engines.
+  std::shared_ptr<io::VolatileCache> cache_;
+  // What the power cut did, for the stats header (cache_ only).
+  mutable std::mutex cut_mu_;
+  std::optional<io::PowerCutResult> cut_result_;
   std::unique_ptr<transport::Transport> transport_;
   // --backend process only: the backend process and its watcher.
   std::unique_ptr<transport::process::BackendSupervisor> supervisor_;

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "fuse/attributes.h"
@@ -60,6 +62,26 @@ std::string Filesystem::StatsJson() const {
   clock.since_ns = stats_since_ns_.load(std::memory_order_relaxed);
   clock.daemon_pid = getpid();
   return stats::RenderJson(reports, clock);
+}
+
+int Filesystem::PowerCut(const stats::StatsRequest& request) {
+  for (auto& disk : disks_) {
+    if (disk->name() != request.disk) continue;
+    const io::PowerKeep keep = request.keep == "all" ? io::PowerKeep::kAll
+                               : request.keep == "random"
+                                   ? io::PowerKeep::kRandom
+                                   : io::PowerKeep::kNone;
+    absl::StatusOr<io::PowerCutResult> cut = disk->PowerCut(keep, request.seed);
+    if (cut.ok()) return 0;
+    LogInfo("%s", cut.status().message());
+    switch (cut.status().code()) {
+      case absl::StatusCode::kFailedPrecondition:
+        return disk->has_volatile_cache() ? -EALREADY : -EINVAL;
+      default:
+        return -EIO;
+    }
+  }
+  return -ENOENT;
 }
 
 void Filesystem::ResetStats() {

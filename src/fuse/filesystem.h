@@ -21,6 +21,7 @@
 #include "fuse/disk.h"
 #include "fuse/disk_io.h"
 #include "fuse/fuse_channel_options.h"
+#include "stats/stats_command.h"
 #include "trace/trace_control.h"
 
 namespace pvdisk::fuse {
@@ -50,6 +51,10 @@ class Filesystem {
   std::string StatsJson() const;
   std::string MetricsText() const;
   void ResetStats();
+  // `pvdisk powercut`'s command (Disk::PowerCut): 0, or -ENOENT (no disk
+  // of that name), -EINVAL (the disk has no cache=volatile), -EALREADY
+  // (cut already), -EIO (the kept writes could not be written).
+  int PowerCut(const stats::StatsRequest& request);
 
   // Whether a disk's shutdown gave up on I/O in flight (Disk::Shutdown):
   // then the process must end (_exit) without destroying the Filesystem's

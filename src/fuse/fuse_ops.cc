@@ -318,8 +318,14 @@ void FilesystemHandler::Write(const Request& request, Reply reply) {
     absl::string_view command(
         reinterpret_cast<const char*>(request.data.data()),
         request.data.size());
-    if (!stats::ParseStatsCommand(command).ok()) return reply.Error(EINVAL);
-    fs_.ResetStats();  // the only command there is
+    absl::StatusOr<stats::StatsRequest> parsed =
+        stats::ParseStatsRequest(command);
+    if (!parsed.ok()) return reply.Error(EINVAL);
+    if (parsed->command == stats::StatsCommand::kReset) {
+      fs_.ResetStats();
+    } else if (int cut = fs_.PowerCut(*parsed); cut < 0) {
+      return reply.Error(-cut);
+    }
     return reply.Struct(
         protocol::WriteOut(static_cast<uint32_t>(request.data.size())));
   }

@@ -12,6 +12,7 @@
 #include "io/sync_engine.h"
 #include "io/test_fault.h"
 #include "io/uring_engine.h"
+#include "io/volatile_cache_engine.h"
 
 namespace pvdisk::io {
 
@@ -61,6 +62,11 @@ absl::Status CheckEngineOptions(const EngineOptions& options,
 absl::StatusOr<std::unique_ptr<IoEngine>> WrapEngine(
     std::unique_ptr<IoEngine> engine, const EngineOptions& options) {
   PVDISK_ASSIGN_OR_RETURN(TestFault test_fault, TestFaultFromEnvironment());
+  // The disk's own cache, next to the medium: everything above it (faults,
+  // delay) sees the disk as a device with that cache.
+  if (options.volatile_cache) {
+    engine = WrapWithVolatileCache(std::move(engine), options.volatile_cache);
+  }
   // Test only: right over the file engine, where a format's decorator sits.
   if (test_fault.fanout) {
     engine = WrapWithTestFanout(std::move(engine),

@@ -12,6 +12,7 @@
 #include "io/image_file.h"
 #include "io/io_engine.h"
 #include "io/ring_lender.h"
+#include "io/volatile_cache.h"
 
 namespace pvdisk::io {
 
@@ -80,6 +81,10 @@ struct EngineOptions {
   // (the inline placement; see io/ring_lender.h), and the delay model
   // queues its timer there. Other engines ignore it.
   RingLender* ring_lender = nullptr;
+  // When set, the disk has a volatile write cache (`--disk IMG,
+  // cache=volatile`; see volatile_cache.h), shared by all its engines: its
+  // decorator goes right over the file engine.
+  std::shared_ptr<VolatileCache> volatile_cache;
 };
 
 // `image` must stay open for the engine's lifetime. Checks `options`

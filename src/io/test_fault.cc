@@ -16,7 +16,8 @@ absl::Status NotAllowed(std::string_view text, std::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(
       kTestFaultVariable, "='", absl::string_view(text.data(), text.size()),
       "' is not allowed: ", absl::string_view(why.data(), why.size()),
-      "; use hang=SECTOR, fail=N (N from 1) and/or fanout, separated by "
+      "; use hang=SECTOR, fail=N (N from 1), fanout and/or lying-flush, "
+      "separated by "
       "commas (test only)"));
 }
 
@@ -40,6 +41,11 @@ absl::StatusOr<TestFault> ParseTestFault(std::string_view text) {
     } else if (item == "fanout") {
       if (fault.fanout) return NotAllowed(text, "fanout is given twice");
       fault.fanout = true;
+    } else if (item == "lying-flush") {
+      if (fault.lying_flush) {
+        return NotAllowed(text, "lying-flush is given twice");
+      }
+      fault.lying_flush = true;
     } else {
       return NotAllowed(text, absl::StrCat("unknown fault '", item, "'"));
     }

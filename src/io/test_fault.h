@@ -2,7 +2,8 @@
 // pvdisk's documented interface (no flag, no --disk option, no effect on the
 // placement). The test suite sets
 //
-//   PVDISK_TEST_FAULT=FAULT[,FAULT...]   FAULT: hang=SECTOR | fail=N | fanout
+//   PVDISK_TEST_FAULT=FAULT[,FAULT...]
+//   FAULT: hang=SECTOR | fail=N | fanout | lying-flush
 //
 // in the environment of `pvdisk mount`; the daemon and its backend
 // processes inherit it, and WrapEngine (engine_factory.h) applies it to every
@@ -24,6 +25,10 @@
 //   data. Tests that the loops driving engines count progress without a
 //   completion as work (io_engine.h, IoEngine::Run). The decorator sits
 //   right over the file engine, where a format's would.
+// - lying-flush: a disk with cache=volatile completes every flush without
+//   writing its cache out (volatile_cache.h), so the writes it covers stay
+//   at risk: the negative control of the power-cut tests, which must then
+//   find fsynced data lost. The daemon reads it when it makes the cache.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +48,7 @@ struct TestFault {
   std::optional<uint64_t> hang_sector;  // hang=SECTOR
   std::optional<uint64_t> fail_at;      // fail=N
   bool fanout = false;                  // fanout
+  bool lying_flush = false;             // lying-flush
 };
 
 // Parses the variable's value (see above). Anything else is InvalidArgument

@@ -82,7 +82,17 @@ enum class CounterKind {
   X(clusters_allocated, kCount, "qcow2: data clusters allocated by writes")   \
   X(cow_bytes, kCount,                                                         \
     "qcow2: bytes copied into newly allocated clusters (backing data or "      \
-    "zeros a write did not cover)")
+    "zeros a write did not cover)")                                            \
+  X(unsafe_bytes, kGauge,                                                      \
+    "cache=volatile: bytes of completed writes no flush covers yet (lost "     \
+    "if the power is cut now)")                                                \
+  X(unsafe_bytes_max, kMax, "cache=volatile: highest unsafe_bytes seen")       \
+  X(flushes, kCount,                                                           \
+    "cache=volatile: write-outs of the cache made durable (flushes and "       \
+    "full_flushes)")                                                           \
+  X(full_flushes, kCount,                                                      \
+    "cache=volatile: writes that found the cache full and waited for a "       \
+    "flush of their own")
 
 enum class Counter : int {
 #define PVDISK_COUNTER_ENUM(name, kind, meaning) name,

@@ -71,7 +71,8 @@ const std::vector<std::string>& ConfigKeys() {
                                                 "fuse_huge_entries",
                                                 "fuse_spread",
                                                 "placement",
-                                                "backend"};
+                                                "backend",
+                                                "cache"};
   return keys;
 }
 

@@ -1,6 +1,6 @@
-// PVDISK_TEST_FAULT's grammar (io/test_fault.h): hang=SECTOR, fail=N and
-// fanout, separated by commas; anything else is one message naming the
-// variable, what is wrong and the forms allowed.
+// PVDISK_TEST_FAULT's grammar (io/test_fault.h): hang=SECTOR, fail=N,
+// fanout and lying-flush, separated by commas; anything else is one message
+// naming the variable, what is wrong and the forms allowed.
 #include "io/test_fault.h"
 
 #include <string>
@@ -31,13 +31,20 @@ TEST(ParseTestFaultTest, TakesHangAndFailAloneOrTogether) {
   ASSERT_TRUE(fanout.ok()) << fanout.status();
   EXPECT_TRUE(fanout->fanout);
   EXPECT_EQ(fanout->fail_at, 2u);
+  EXPECT_FALSE(fanout->lying_flush);
+
+  absl::StatusOr<TestFault> lying = ParseTestFault("lying-flush,fanout");
+  ASSERT_TRUE(lying.ok()) << lying.status();
+  EXPECT_TRUE(lying->lying_flush);
+  EXPECT_TRUE(lying->fanout);
 }
 
 TEST(ParseTestFaultTest, RefusesWhatIsNotAFault) {
   for (const char* text :
        {"", "hang=", "hang=x", "hang=-1", "fail=0", "fail=", "fail=x",
         "hang=1,hang=2", "fail=1,fail=2", "engine_fail=3", "fail=1,", "HANG=1",
-        "fanout=1", "fanout,fanout"}) {
+        "fanout=1", "fanout,fanout", "lying-flush,lying-flush",
+        "lying_flush"}) {
     absl::StatusOr<TestFault> fault = ParseTestFault(text);
     ASSERT_FALSE(fault.ok()) << text;
     EXPECT_TRUE(absl::IsInvalidArgument(fault.status())) << text;
@@ -45,7 +52,8 @@ TEST(ParseTestFaultTest, RefusesWhatIsNotAFault) {
     EXPECT_NE(message.find(std::string("PVDISK_TEST_FAULT='") + text + "'"),
               std::string::npos)
         << message;
-    EXPECT_NE(message.find("use hang=SECTOR, fail=N (N from 1) and/or fanout"),
+    EXPECT_NE(message.find("use hang=SECTOR, fail=N (N from 1), fanout and/or "
+                           "lying-flush"),
               std::string::npos)
         << message;
   }

@@ -28,6 +28,33 @@ TEST(StatsCommandTest, RefusesAnythingElseNamingItAndTheAllowedCommand) {
   }
 }
 
+TEST(StatsCommandTest, AcceptsPowercutWithItsArguments) {
+  absl::StatusOr<StatsRequest> request =
+      ParseStatsRequest("powercut disk0.img keep=random seed=42\n");
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->command, StatsCommand::kPowerCut);
+  EXPECT_EQ(request->disk, "disk0.img");
+  EXPECT_EQ(request->keep, "random");
+  EXPECT_EQ(request->seed, 42u);
+  request = ParseStatsRequest("powercut d.img");
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->keep, "none");
+}
+
+TEST(StatsCommandTest, RefusesABadPowercutNamingTheForm) {
+  for (const char* text :
+       {"powercut", "powercut keep=all", "powercut d keep=some",
+        "powercut d seed=x", "powercut d keep=all keep=none", "powercut a/b",
+        "powercut d extra"}) {
+    absl::StatusOr<StatsRequest> request = ParseStatsRequest(text);
+    ASSERT_FALSE(request.ok()) << "'" << text << "' was accepted";
+    EXPECT_NE(request.status().message().find(
+                  "powercut DISK [keep=none|all|random] [seed=N]"),
+              std::string::npos)
+        << request.status();
+  }
+}
+
 TEST(StatsCommandTest, QuotesBinaryInputEscapedAndShortened) {
   std::string junk(1000, '\x01');
   junk[0] = '\0';

@@ -1,0 +1,345 @@
+#include "io/volatile_cache.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/errno_status.h"
+
+namespace pvdisk::io {
+namespace {
+
+constexpr uint64_t kDataAlign = 4096;
+
+// Copies `length` bytes from `from` into the buffers `iov`, starting `skip`
+// bytes into them.
+void CopyIntoIov(const uint8_t* from, uint64_t length, uint64_t skip,
+                 const iovec* iov, int iov_count) {
+  for (int i = 0; i < iov_count && length > 0; ++i) {
+    if (skip >= iov[i].iov_len) {
+      skip -= iov[i].iov_len;
+      continue;
+    }
+    const uint64_t n = std::min<uint64_t>(iov[i].iov_len - skip, length);
+    std::memcpy(static_cast<uint8_t*>(iov[i].iov_base) + skip, from, n);
+    from += n;
+    length -= n;
+    skip = 0;
+  }
+}
+
+}  // namespace
+
+class VolatileCache::Pool {
+ public:
+  explicit Pool(uint64_t max_bytes) : max_bytes_(max_bytes) {}
+  ~Pool() {
+    for (auto& [size_class, buffers] : free_) {
+      for (uint8_t* buffer : buffers) std::free(buffer);
+    }
+  }
+
+  static uint64_t ClassOf(uint64_t size) {
+    uint64_t size_class = kDataAlign;
+    while (size_class < size) size_class <<= 1;
+    return size_class;
+  }
+
+  uint8_t* Take(uint64_t size_class) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = free_.find(size_class);
+      if (it != free_.end() && !it->second.empty()) {
+        uint8_t* buffer = it->second.back();
+        it->second.pop_back();
+        pooled_ -= size_class;
+        return buffer;
+      }
+    }
+    return static_cast<uint8_t*>(std::aligned_alloc(kDataAlign, size_class));
+  }
+
+  void Give(uint8_t* buffer, uint64_t size_class) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pooled_ + size_class <= max_bytes_) {
+        free_[size_class].push_back(buffer);
+        pooled_ += size_class;
+        return;
+      }
+    }
+    std::free(buffer);
+  }
+
+ private:
+  const uint64_t max_bytes_;
+  std::mutex mu_;
+  std::map<uint64_t, std::vector<uint8_t*>> free_;  // guarded by mu_
+  uint64_t pooled_ = 0;                             // guarded by mu_
+};
+
+VolatileCache::Data::Data(std::shared_ptr<Pool> from, uint64_t size)
+    : size_class(Pool::ClassOf(size)), pool(std::move(from)) {
+  bytes = pool->Take(size_class);
+}
+
+VolatileCache::Data::~Data() {
+  if (bytes != nullptr) pool->Give(bytes, size_class);
+}
+
+VolatileCache::VolatileCache(int fd, std::string name, uint64_t limit_bytes,
+                             bool lying_flush)
+    : fd_(fd),
+      name_(std::move(name)),
+      limit_bytes_(limit_bytes),
+      lying_flush_(lying_flush),
+      pool_(std::make_shared<Pool>(limit_bytes)) {}
+
+int VolatileCache::Write(uint64_t offset, const iovec* iov, int iov_count,
+                         uint64_t length) {
+  if (cut()) return -EIO;
+  // The copy outside the lock: writes of several threads copy at once.
+  auto data = std::make_shared<Data>(pool_, length);
+  if (data->bytes == nullptr) return -ENOMEM;
+  uint64_t copied = 0;
+  for (int i = 0; i < iov_count && copied < length; ++i) {
+    const uint64_t n = std::min<uint64_t>(iov[i].iov_len, length - copied);
+    std::memcpy(data->bytes + copied, iov[i].iov_base, n);
+    copied += n;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cut()) return -EIO;
+  if (held_bytes_.load(std::memory_order_relaxed) + length > limit_bytes_ &&
+      !held_.empty()) {
+    // Full: this write waits for a flush of its own. The write-out is what
+    // makes the held writes durable in the model (a disk destaging its
+    // cache to the medium); no fdatasync, as no plain write gets one: the
+    // host's own crash is not part of the model.
+    if (int rc = WriteOutLocked(); rc < 0) return rc;
+    full_flushes_.fetch_add(1, std::memory_order_relaxed);
+    flushes_.fetch_add(1, std::memory_order_relaxed);
+  }
+  Insert(offset, length, data);
+  held_.push_back(Held{offset, length, std::move(data)});
+  const uint64_t held =
+      held_bytes_.fetch_add(length, std::memory_order_relaxed) + length;
+  uint64_t seen = unsafe_bytes_max_.load(std::memory_order_relaxed);
+  while (held > seen && !unsafe_bytes_max_.compare_exchange_weak(
+                            seen, held, std::memory_order_relaxed)) {
+  }
+  return 0;
+}
+
+int VolatileCache::Flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cut()) return -EIO;
+  // Test only: the flush completes, its writes stay at risk.
+  if (lying_flush_) return 0;
+  if (int rc = WriteOutLocked(); rc < 0) return rc;
+  // Under the lock: a power cut never comes between the write-out and
+  // the sync that makes it durable.
+  if (int rc = SyncImage(); rc < 0) return rc;
+  flushes_.fetch_add(1, std::memory_order_relaxed);
+  return 0;
+}
+
+int VolatileCache::WriteOutBeforeDiscard() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cut()) return -EIO;
+  return WriteOutLocked();
+}
+
+void VolatileCache::OverlayFor(uint64_t offset, uint64_t length, Overlay* out) {
+  out->clear();
+  if (held_bytes_.load(std::memory_order_acquire) == 0) return;
+  const uint64_t end = offset + length;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = extents_.upper_bound(offset);
+  if (it != extents_.begin()) {
+    auto before = std::prev(it);
+    if (before->second.end > offset) it = before;
+  }
+  for (; it != extents_.end() && it->first < end; ++it) {
+    const uint64_t from = std::max(it->first, offset);
+    const uint64_t to = std::min(it->second.end, end);
+    out->push_back(Piece{
+        from, to - from, it->second.data,
+        it->second.data->bytes + it->second.data_offset + (from - it->first)});
+  }
+}
+
+void VolatileCache::Apply(const Overlay& overlay, uint64_t offset,
+                          const iovec* iov, int iov_count) {
+  for (const Piece& piece : overlay) {
+    CopyIntoIov(piece.data, piece.length, piece.offset - offset, iov,
+                iov_count);
+  }
+}
+
+absl::StatusOr<PowerCutResult> VolatileCache::PowerCut(PowerKeep keep,
+                                                       uint64_t seed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cut()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        name_, " has lost its power already; unmount and mount it again"));
+  }
+  cut_.store(true, std::memory_order_release);
+  PowerCutResult result;
+  std::mt19937_64 random(seed);
+  for (const Held& held : held_) {
+    const bool kept = keep == PowerKeep::kAll ||
+                      (keep == PowerKeep::kRandom && (random() & 1) != 0);
+    if (!kept) {
+      ++result.dropped_writes;
+      result.dropped_bytes += held.length;
+      continue;
+    }
+    ++result.kept_writes;
+    result.kept_bytes += held.length;
+    const std::vector<iovec> iov = {
+        iovec{held.data->bytes, static_cast<size_t>(held.length)}};
+    if (int rc = PwriteAll(iov, held.offset); rc < 0) {
+      Forget();
+      return ErrnoError(-rc, absl::StrCat("writing the kept writes to ", name_,
+                                          " at the power cut failed"));
+    }
+  }
+  Forget();
+  if (int rc = SyncImage(); rc < 0) {
+    return ErrnoError(
+        -rc, absl::StrCat("fdatasync of ", name_, " at the power cut failed"));
+  }
+  return result;
+}
+
+absl::Status VolatileCache::WriteOutAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cut()) return absl::OkStatus();
+  int rc = WriteOutLocked();
+  if (rc == 0) rc = SyncImage();
+  if (rc < 0) {
+    return ErrnoError(-rc, absl::StrCat("writing the volatile cache out to ",
+                                        name_, " failed"));
+  }
+  return absl::OkStatus();
+}
+
+VolatileCacheCounts VolatileCache::counts() const {
+  VolatileCacheCounts counts;
+  counts.unsafe_bytes = held_bytes_.load(std::memory_order_relaxed);
+  counts.unsafe_bytes_max = unsafe_bytes_max_.load(std::memory_order_relaxed);
+  counts.flushes = flushes_.load(std::memory_order_relaxed);
+  counts.full_flushes = full_flushes_.load(std::memory_order_relaxed);
+  return counts;
+}
+
+void VolatileCache::ResetCounts() {
+  flushes_.store(0, std::memory_order_relaxed);
+  full_flushes_.store(0, std::memory_order_relaxed);
+  unsafe_bytes_max_.store(held_bytes_.load(std::memory_order_relaxed),
+                          std::memory_order_relaxed);
+}
+
+void VolatileCache::Insert(uint64_t offset, uint64_t length,
+                           std::shared_ptr<Data> data) {
+  const uint64_t end = offset + length;
+  // An extent that starts before the write and reaches into it keeps its
+  // head, and its tail past the write if it has one.
+  auto it = extents_.lower_bound(offset);
+  if (it != extents_.begin()) {
+    auto before = std::prev(it);
+    Extent& extent = before->second;
+    if (extent.end > offset) {
+      if (extent.end > end) {
+        extents_.emplace(end,
+                         Extent{extent.end, extent.data,
+                                extent.data_offset + (end - before->first)});
+      }
+      extent.end = offset;
+    }
+  }
+  // Extents that start inside the write go, but for a tail past it.
+  it = extents_.lower_bound(offset);
+  while (it != extents_.end() && it->first < end) {
+    if (it->second.end <= end) {
+      it = extents_.erase(it);
+      continue;
+    }
+    Extent rest = it->second;
+    rest.data_offset += end - it->first;
+    extents_.erase(it);
+    extents_.emplace(end, std::move(rest));
+    break;
+  }
+  extents_.emplace(offset, Extent{end, std::move(data), 0});
+}
+
+int VolatileCache::WriteOutLocked() {
+  if (held_.empty()) return 0;
+  std::vector<iovec> run;
+  uint64_t run_start = 0;
+  uint64_t run_end = 0;
+  for (const auto& [start, extent] : extents_) {
+    if (!run.empty() && (start != run_end || run.size() == IOV_MAX)) {
+      if (int rc = PwriteAll(run, run_start); rc < 0) return rc;
+      run.clear();
+    }
+    if (run.empty()) run_start = start;
+    run.push_back(iovec{extent.data->bytes + extent.data_offset,
+                        static_cast<size_t>(extent.end - start)});
+    run_end = extent.end;
+  }
+  if (!run.empty()) {
+    if (int rc = PwriteAll(run, run_start); rc < 0) return rc;
+  }
+  Forget();
+  return 0;
+}
+
+int VolatileCache::PwriteAll(const std::vector<iovec>& iov, uint64_t offset) {
+  std::vector<iovec> rest = iov;
+  size_t first = 0;
+  while (first < rest.size()) {
+    const ssize_t done =
+        pwritev(fd_, rest.data() + first, static_cast<int>(rest.size() - first),
+                static_cast<off_t>(offset));
+    if (done < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    if (done == 0) return -EIO;
+    offset += static_cast<uint64_t>(done);
+    auto left = static_cast<uint64_t>(done);
+    while (first < rest.size() && left >= rest[first].iov_len) {
+      left -= rest[first].iov_len;
+      ++first;
+    }
+    if (first < rest.size() && left > 0) {
+      rest[first].iov_base = static_cast<uint8_t*>(rest[first].iov_base) + left;
+      rest[first].iov_len -= left;
+    }
+  }
+  return 0;
+}
+
+int VolatileCache::SyncImage() {
+  while (fdatasync(fd_) != 0) {
+    if (errno != EINTR) return -errno;
+  }
+  return 0;
+}
+
+void VolatileCache::Forget() {
+  held_.clear();
+  extents_.clear();
+  held_bytes_.store(0, std::memory_order_release);
+}
+
+}  // namespace pvdisk::io
