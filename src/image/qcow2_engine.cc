@@ -70,6 +70,9 @@ class Qcow2Engine final : public io::EngineDecorator {
                 0};
     if (request.op == io::IoOp::kFlush) {
       if (!state_.read_only()) {
+        // The journal's metadata first (stage by stage), then this flush
+        // makes its last stage and every completed write durable.
+        if (!state_.Commit(counts_).ok()) Fail(r, -EIO);
         io::IoRequest flush;
         flush.op = io::IoOp::kFlush;
         Issue(index, flush, {});
@@ -233,7 +236,7 @@ class Qcow2Engine final : public io::EngineDecorator {
   }
 
   // Reads virtual [voff, voff + length) of layer `layer` into bytes
-  // [at, at + length) of request `index`'s buffers. state_.mutex() held.
+  // [at, at + length) of request `index`'s buffers.
   void ReadLayer(uint32_t index, size_t layer, uint64_t voff, uint64_t length,
                  uint64_t at) {
     Request& r = requests_[index];
@@ -247,7 +250,7 @@ class Qcow2Engine final : public io::EngineDecorator {
         if (n < length) Zero(r, at + n, length - n);
         return;
       }
-      absl::StatusOr<qcow2::Mapping> m = state_.Map(layer, voff, counts_);
+      absl::StatusOr<qcow2::Mapping> m = state_.MapShared(layer, voff, counts_);
       if (!m.ok()) return Fail(r, -EIO);
       const uint64_t n = std::min(length, m->bytes);
       switch (m->kind) {
@@ -273,10 +276,29 @@ class Qcow2Engine final : public io::EngineDecorator {
   // buffers; what lies past `end` (the file's end) reads as zeros.
   void ReadFile(uint32_t index, size_t file, uint64_t host, uint64_t length,
                 uint64_t at, uint64_t end) {
-    // Whole sectors only: a file's end need not be one.
+    // Whole sectors on the inner engine (it may use O_DIRECT); the bytes of
+    // a last sector the file ends inside are read here, the rest are zeros.
+    Request& r = requests_[index];
     const uint64_t inside =
         host >= end ? 0 : std::min(length, (end - host) / 512 * 512);
-    if (inside < length) Zero(requests_[index], at + inside, length - inside);
+    if (inside < length) {
+      const uint64_t tail =
+          host + inside >= end ? 0
+                               : std::min(length - inside, end - host - inside);
+      Zero(r, at + inside + tail, length - inside - tail);
+      if (tail > 0) {
+        std::vector<uint8_t> bytes(tail);
+        if (!state_.ReadFileBytes(file, host + inside, bytes).ok()) {
+          return Fail(r, -EIO);
+        }
+        const uint8_t* from = bytes.data();
+        ForEachIovPart(r.iov, r.iov_count, at + inside, tail,
+                       [&](uint8_t* p, uint64_t n) {
+                         std::memcpy(p, from, n);
+                         from += n;
+                       });
+      }
+    }
     if (inside == 0) return;
     io::IoRequest io;
     io.op = io::IoOp::kRead;
@@ -286,7 +308,6 @@ class Qcow2Engine final : public io::EngineDecorator {
   }
 
   void ReadPiece(uint32_t index, uint64_t voff, uint64_t length, uint64_t at) {
-    std::shared_lock<std::shared_mutex> lock(state_.mutex());
     ReadLayer(index, 0, voff, length, at);
   }
 
@@ -294,8 +315,7 @@ class Qcow2Engine final : public io::EngineDecorator {
     Request& r = requests_[index];
     std::optional<uint64_t> host;
     {
-      std::shared_lock<std::shared_mutex> lock(state_.mutex());
-      absl::StatusOr<qcow2::Mapping> m = state_.Map(0, voff, counts_);
+      absl::StatusOr<qcow2::Mapping> m = state_.MapShared(0, voff, counts_);
       if (!m.ok()) return Fail(r, -EIO);
       if (m->kind == L2Kind::kData && m->writable_in_place) {
         host = m->host_offset;
