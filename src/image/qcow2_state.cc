@@ -25,6 +25,9 @@ using qcow2::Mapping;
 // (memory bound; a flush commits it anyway).
 constexpr size_t kMaxJournalWrites = size_t{1} << 16;
 constexpr uint64_t kMaxJournalBytes = uint64_t{64} << 20;
+// The file is extended over new clusters this much at a time (at least a
+// cluster): one ftruncate per many allocations, not one each.
+constexpr uint64_t kExtendStep = uint64_t{4} << 20;
 
 }  // namespace
 
@@ -59,6 +62,10 @@ Qcow2State::Qcow2State(std::unique_ptr<qcow2::ImageChain> chain, bool read_only)
     }
   }
   disk_end_ = top().metadata().file_size;
+  used_end_ = disk_end_;
+  // Every cluster the allocator hands out from here on is appended past
+  // the end of the file as it is now (freed clusters are not reused).
+  fresh_from_ = (disk_end_ + cluster_size_ - 1) / cluster_size_ * cluster_size_;
   // A table read back from the file (after its eviction from a cache) is
   // what the file will hold once the journal is committed.
   top().set_load_overlay([this](uint64_t offset, std::span<uint8_t> table) {
@@ -68,7 +75,16 @@ Qcow2State::Qcow2State(std::unique_ptr<qcow2::ImageChain> chain, bool read_only)
 
 Qcow2State::~Qcow2State() {
   if (read_only_) return;
-  if (absl::Status s = Flush(); !s.ok()) LogInfo("%s", s.message());
+  if (absl::Status s = Flush(); !s.ok()) {
+    LogInfo("%s", s.message());
+    return;
+  }
+  // The file back to its last cluster in use (it was extended ahead).
+  if (used_end_ < disk_end_ && ftruncate(chain_->layers().front().fd,
+                                         static_cast<off_t>(used_end_)) != 0) {
+    LogInfo("%s: cannot trim the file to %d bytes: %s", top().metadata().name,
+            used_end_, std::strerror(errno));
+  }
 }
 
 std::optional<Mapping> Qcow2State::Find(size_t layer, uint64_t voff,
@@ -162,6 +178,7 @@ absl::Status Qcow2State::CommitLocked(Qcow2Counts& counts) {
       status = top().WriteHost(w.offset, w.bytes);
       ++counts.meta_writes;
       disk_end_ = std::max(disk_end_, w.offset + w.bytes.size());
+      used_end_ = std::max(used_end_, w.offset + w.bytes.size());
     }
   }
   if (!status.ok()) {
@@ -219,21 +236,26 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocatingLocked(
   if (!host.ok()) return host.status();
   ++counts.clusters_allocated;
 
-  // Where the cluster's bytes outside `data` read as zeros now, and the
-  // new cluster lies past the file's end, extending the file over it
-  // (a hole) leaves only `data` to write.
-  const bool reads_zero = m->kind == L2Kind::kZero ||
-                          (m->kind == L2Kind::kUnallocated && layers_ == 1);
-  const bool fresh = reads_zero && *host >= disk_end_;
-  if (fresh) {
+  // The file extends over the new cluster: a hole, reading zeros, unless
+  // written (extended a step ahead, trimmed back when the state ends).
+  used_end_ = std::max(used_end_, *host + cluster);
+  if (*host + cluster > disk_end_) {
+    const uint64_t end =
+        std::max(*host + cluster, disk_end_ + kExtendStep) / cluster * cluster;
     const int fd = chain_->layers().front().fd;
-    if (ftruncate(fd, static_cast<off_t>(*host + cluster)) != 0) {
+    if (ftruncate(fd, static_cast<off_t>(end)) != 0) {
       return ErrnoError(errno,
                         absl::StrCat("cannot extend ", top().metadata().name));
     }
-    disk_end_ = *host + cluster;
-    GrowFileEnd(disk_end_);
-  } else {
+    disk_end_ = end;
+  }
+  GrowFileEnd(*host + cluster);
+  // Where the cluster's bytes outside `data` read as zeros now, a new
+  // cluster (a hole) needs only `data` written.
+  const bool reads_zero = m->kind == L2Kind::kZero ||
+                          (m->kind == L2Kind::kUnallocated && layers_ == 1);
+  const bool fresh = reads_zero && *host >= fresh_from_;
+  if (!fresh) {
     std::vector<uint8_t> buffer(cluster, 0);
     if (within != 0 || data.size() < virtual_bytes) {
       // Copy on write: what the write does not cover comes from where the
@@ -250,8 +272,6 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocatingLocked(
     }
     std::memcpy(buffer.data() + within, data.data(), data.size());
     if (absl::Status s = top().WriteHost(*host, buffer); !s.ok()) return s;
-    disk_end_ = std::max(disk_end_, *host + cluster);
-    GrowFileEnd(disk_end_);
   }
   // The barrier SetL2Entry puts first puts the entry in a later stage than
   // the refcount and the new table: the commit's flush between them also

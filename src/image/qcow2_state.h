@@ -27,11 +27,12 @@
 // allocating write costs no flush of its own; a flush costs one per stage
 // (two for allocating writes), however many allocations it covers.
 //
-// Data: a cluster allocated where nothing is to be copied (no backing file
-// shows through, or a zero cluster) and appended past the file's end is
-// not written here: the file is extended over it (a hole, reading zeros)
-// and the engine writes the request's bytes in place, asynchronously, on
-// its inner engine. Otherwise the cluster is written whole (the request's
+// Data: the file is extended over new clusters a few MiB at a time (holes,
+// reading zeros; trimmed back to the last cluster in use when the state
+// ends). A cluster allocated where nothing is to be copied (no backing
+// file shows through, or a zero cluster) is such a hole: it is not written
+// here, the engine writes the request's bytes in place, asynchronously,
+// on its inner engine. Otherwise the cluster is written whole (the request's
 // bytes and what it copies) with pwrite before its L2 entry is journalled.
 // Either way the commit's first fdatasync makes completed data durable
 // before the stage that holds the L2 entry is written.
@@ -149,7 +150,9 @@ class Qcow2State {
   std::unique_ptr<std::atomic<uint64_t>[]> file_end_;  // by layer
   // Guarded by mutex() held exclusively (read under it held shared).
   qcow2::MetadataJournal journal_;
-  uint64_t disk_end_ = 0;  // how far the top file really extends
+  uint64_t disk_end_ = 0;    // how far the top file really extends
+  uint64_t used_end_ = 0;    // the end of its last cluster in use
+  uint64_t fresh_from_ = 0;  // clusters from here on were never written
   absl::Status commit_failed_;
 };
 

@@ -1,6 +1,7 @@
 #include "image/qcow2/published_map.h"
 
 #include <algorithm>
+#include <bit>
 
 namespace pvdisk::image::qcow2 {
 namespace {
@@ -22,6 +23,8 @@ PublishedMap::PublishedMap(uint64_t virtual_size, uint64_t l1_entries,
       l1_entries_(l1_entries),
       l2_entries_(l2_entries),
       cluster_size_(cluster_size),
+      cluster_bits_(std::countr_zero(cluster_size)),
+      l2_bits_(std::countr_zero(l2_entries)),
       tables_(new std::atomic<std::atomic<uint64_t>*>[l1_entries]) {
   for (uint64_t i = 0; i < l1_entries_; ++i) {
     tables_[i].store(nullptr, std::memory_order_relaxed);
@@ -36,15 +39,15 @@ PublishedMap::~PublishedMap() {
 
 std::optional<Mapping> PublishedMap::Find(uint64_t voff,
                                           bool& from_table) const {
-  const uint64_t cluster = voff / cluster_size_;
-  const uint64_t l1_index = cluster / l2_entries_;
+  const uint64_t cluster = voff >> cluster_bits_;
+  const uint64_t l1_index = cluster >> l2_bits_;
   if (l1_index >= l1_entries_) return std::nullopt;
   const std::atomic<uint64_t>* words = Words(l1_index);
   if (words == nullptr) return std::nullopt;
   const uint64_t word =
-      words[cluster % l2_entries_].load(std::memory_order_acquire);
+      words[cluster & (l2_entries_ - 1)].load(std::memory_order_acquire);
   if ((word & kPublished) == 0) return std::nullopt;
-  const uint64_t within = voff % cluster_size_;
+  const uint64_t within = voff & (cluster_size_ - 1);
   Mapping m;
   m.kind = static_cast<L2Kind>((word & kKindMask) >> kKindShift);
   m.bytes = std::min(cluster_size_ - within, virtual_size_ - voff);
@@ -59,8 +62,8 @@ std::optional<Mapping> PublishedMap::Find(uint64_t voff,
 
 void PublishedMap::Publish(uint64_t voff, const Mapping& m, bool from_table) {
   if (m.kind == L2Kind::kCompressed || m.host_cluster % 512 != 0) return;
-  const uint64_t cluster = voff / cluster_size_;
-  const uint64_t l1_index = cluster / l2_entries_;
+  const uint64_t cluster = voff >> cluster_bits_;
+  const uint64_t l1_index = cluster >> l2_bits_;
   if (l1_index >= l1_entries_) return;
   std::atomic<uint64_t>* words = Words(l1_index);
   if (words == nullptr) {
@@ -81,16 +84,16 @@ void PublishedMap::Publish(uint64_t voff, const Mapping& m, bool from_table) {
                   (static_cast<uint64_t>(m.kind) << kKindShift);
   if (from_table) word |= kFromTable;
   if (m.writable_in_place) word |= kWritable;
-  words[cluster % l2_entries_].store(word, std::memory_order_release);
+  words[cluster & (l2_entries_ - 1)].store(word, std::memory_order_release);
 }
 
 void PublishedMap::Withdraw(uint64_t voff) {
-  const uint64_t cluster = voff / cluster_size_;
-  const uint64_t l1_index = cluster / l2_entries_;
+  const uint64_t cluster = voff >> cluster_bits_;
+  const uint64_t l1_index = cluster >> l2_bits_;
   if (l1_index >= l1_entries_) return;
   std::atomic<uint64_t>* words = Words(l1_index);
   if (words == nullptr) return;
-  words[cluster % l2_entries_].store(0, std::memory_order_release);
+  words[cluster & (l2_entries_ - 1)].store(0, std::memory_order_release);
 }
 
 }  // namespace pvdisk::image::qcow2

@@ -28,7 +28,8 @@ namespace pvdisk::image::qcow2 {
 class PublishedMap {
  public:
   // For a layer of `virtual_size` bytes with `l1_entries` L1 entries of
-  // `l2_entries` clusters of `cluster_size` bytes each.
+  // `l2_entries` clusters of `cluster_size` bytes each (both powers of
+  // two, as a valid header has them).
   PublishedMap(uint64_t virtual_size, uint64_t l1_entries, uint64_t l2_entries,
                uint64_t cluster_size);
   ~PublishedMap();
@@ -53,6 +54,9 @@ class PublishedMap {
   const uint64_t l1_entries_;
   const uint64_t l2_entries_;
   const uint64_t cluster_size_;
+  // Both are powers of two: shifts instead of divisions on the hot path.
+  const int cluster_bits_;
+  const int l2_bits_;
   std::unique_ptr<std::atomic<std::atomic<uint64_t>*>[]> tables_;
 };
 
