@@ -321,6 +321,32 @@ TEST(Qcow2MountTest, SigkillDuringAllocatingWritesLeaksAtWorst) {
   }
 }
 
+// Writes that no flush covered are committed when the disk is unmounted
+// (the journal of metadata writes goes with the state that served them,
+// in the daemon or in the backend process).
+TEST(Qcow2MountTest, UnmountCommitsWritesNoFlushCovered) {
+  PVDISK_REQUIRE_QEMU();
+  for (const char* backend : {"thread", "process"}) {
+    TempDir dir;
+    const std::string image = dir.Path("disk.qcow2");
+    ShOk("qemu-img create -q -f qcow2 '" + image + "' 16M");
+    {
+      Mount mount(dir.MakeDir("mnt"), {"--disk", image, "--placement",
+                                       "backend-thread", "--backend", backend});
+      ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+      Fd fd = Open(mount.Path("disk.qcow2"), O_WRONLY);
+      ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+      PwriteAll(fd.get(), 3 * kMiB + 4096, std::string(200 * 1024, '\x3e'));
+      EXPECT_EQ(StatsOf(mount.mountpoint(), "disk.qcow2")["meta_writes"], 0u)
+          << backend;
+    }
+    CommandResult check = Sh("qemu-img check '" + image + "'");
+    EXPECT_EQ(check.exit_code, 0) << backend << ": " << check.Describe();
+    ShOk("qemu-io -c 'read -P 0x3e 3149824 204800' -c 'read -P 0 0 3m' '" +
+         image + "'");
+  }
+}
+
 // One sequential read pass over the mounted disk with O_DIRECT (so that
 // every block reaches the disk, not the page cache).
 void ReadPass(const std::string& disk) {
