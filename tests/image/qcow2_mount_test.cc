@@ -358,6 +358,39 @@ TEST(Qcow2MountTest, UnmountCommitsWritesNoFlushCovered) {
   }
 }
 
+// With an L2 cache of one table, tables whose new entries are only in the
+// journal are evicted and read back: they read as the journal will leave
+// them, before and after the commit.
+TEST(Qcow2MountTest, TablesReadBackBeforeTheirCommitShowTheJournal) {
+  PVDISK_REQUIRE_QEMU();
+  TempDir dir;
+  const std::string image = dir.Path("disk.qcow2");
+  // 4 KiB clusters: one L2 table maps 2 MiB; the cache holds one.
+  ShOk("qemu-img create -q -f qcow2 -o cluster_size=4k '" + image + "' 16M");
+  std::string expected(16 * kMiB, '\0');
+  {
+    Mount mount(dir.MakeDir("mnt"), {"--disk", image + ",l2_cache=4k"});
+    ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+    Fd fd = Open(mount.Path("disk.qcow2"), O_RDWR);
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    // Two rounds over every table: the second finds each table evicted.
+    for (int round = 0; round < 2; ++round) {
+      for (uint64_t table = 0; table < 8; ++table) {
+        const uint64_t at = table * 2 * kMiB + (round + 1) * 12288;
+        const std::string block = PatternBytes(table * 2 + round + 1, 8192);
+        PwriteAll(fd.get(), at, block);
+        expected.replace(at, block.size(), block);
+      }
+    }
+    EXPECT_EQ(StatsOf(mount.mountpoint(), "disk.qcow2")["meta_writes"], 0u);
+    EXPECT_EQ(FirstDifference(expected, PreadAll(fd.get(), 0, 16 * kMiB)), "");
+    ASSERT_EQ(fsync(fd.get()), 0) << std::strerror(errno);
+    EXPECT_EQ(FirstDifference(expected, PreadAll(fd.get(), 0, 16 * kMiB)), "");
+  }
+  ShOk("qemu-img check '" + image + "'");
+  EXPECT_EQ(FirstDifference(expected, QemuRaw(dir, image)), "");
+}
+
 // One sequential read pass over the mounted disk with O_DIRECT (so that
 // every block reaches the disk, not the page cache).
 void ReadPass(const std::string& disk) {
