@@ -129,6 +129,7 @@ class Qcow2Engine final : public io::EngineDecorator {
     out.meta_writes += counts_.meta_writes;
     out.clusters_allocated += counts_.clusters_allocated;
     out.cow_bytes += counts_.cow_bytes;
+    out.compressed_reads += counts_.compressed_reads;
     counts_ = {};
     return true;
   }
@@ -264,12 +265,40 @@ class Qcow2Engine final : public io::EngineDecorator {
           ReadLayer(index, layer + 1, voff, n, at);
           break;
         case L2Kind::kCompressed:
-          return Fail(r, -EIO);
+          if (!ReadCompressed(r, layer, *m, voff, n, at)) return Fail(r, -EIO);
+          break;
       }
       voff += n;
       length -= n;
       at += n;
     }
+  }
+
+  // Copies virtual [voff, voff + length) of compressed cluster `m` of
+  // layer `layer` into [at, at + length) of `r`'s buffers; false when it
+  // does not inflate. Synchronous on this thread (pread and inflate); the
+  // last cluster inflated is kept, so reads smaller than a cluster inflate
+  // it once. Nothing writes compressed data, so a host offset names the
+  // same compressed bytes for as long as an entry names it.
+  bool ReadCompressed(const Request& r, size_t layer, const qcow2::Mapping& m,
+                      uint64_t voff, uint64_t length, uint64_t at) {
+    const uint64_t cluster = state_.cluster_size();
+    if (inflated_layer_ != layer || inflated_from_ != m.host_offset) {
+      inflated_.resize(cluster);
+      inflated_from_ = ~0ull;
+      if (!state_.chain().ReadCompressed(layer, m, scratch_, inflated_).ok()) {
+        return false;
+      }
+      inflated_layer_ = layer;
+      inflated_from_ = m.host_offset;
+      ++counts_.compressed_reads;
+    }
+    const uint8_t* from = inflated_.data() + voff % cluster;
+    ForEachIovPart(r.iov, r.iov_count, at, length, [&](uint8_t* p, uint64_t n) {
+      std::memcpy(p, from, n);
+      from += n;
+    });
+    return true;
   }
 
   // Reads file `file` at `host` into [at, at + length) of the request's
@@ -381,6 +410,12 @@ class Qcow2Engine final : public io::EngineDecorator {
   std::vector<io::IoCompletion> inner_out_;
   std::vector<uint8_t> data_;  // an allocating write's bytes
   Qcow2Counts counts_;
+  // The last compressed cluster inflated (ReadCompressed), and the buffer
+  // its compressed bytes were read into.
+  std::vector<uint8_t> inflated_;
+  std::vector<uint8_t> scratch_;
+  size_t inflated_layer_ = 0;
+  uint64_t inflated_from_ = ~0ull;
 };
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
 #include "base/log.h"
+#include "image/qcow2/compressed.h"
 #include "image/qcow2/entries.h"
 #include "image/qcow2/file_io.h"
 
@@ -216,11 +217,6 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocatingLocked(
   if (m->kind == L2Kind::kData && m->writable_in_place) {
     return std::optional<uint64_t>(m->host_offset);
   }
-  if (m->kind == L2Kind::kCompressed) {
-    return absl::DataLossError(absl::StrCat(top().metadata().name,
-                                            ": virtual offset ", voff,
-                                            " is in a compressed cluster"));
-  }
   const uint64_t cluster = cluster_size_;
   const uint64_t within = voff % cluster;
   const uint64_t start = voff - within;
@@ -267,6 +263,12 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocatingLocked(
         if (absl::Status s = top().ReadHost(m->host_cluster, old); !s.ok()) {
           return s;
         }
+      } else if (m->kind == L2Kind::kCompressed) {
+        std::vector<uint8_t> scratch;
+        if (absl::Status s = chain_->ReadCompressed(0, *m, scratch, buffer);
+            !s.ok()) {
+          return s;
+        }
       }
       counts.cow_bytes += virtual_bytes - data.size();
     }
@@ -281,16 +283,30 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocatingLocked(
   if (published_[0]) published_[0]->Withdraw(voff);
   if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
   if (!set.ok()) return set;
-  if (m->host_cluster != 0) {
-    // The entry named another cluster (shared with a snapshot, or a
-    // preallocated zero cluster): one reference less, in a later stage.
-    plan.clear();
-    absl::Status released = top().Release(m->host_cluster, plan);
+  // The entry named another cluster (shared with a snapshot, a
+  // preallocated zero cluster, or compressed data): one reference less,
+  // in a later stage.
+  if (absl::Status s = ReleaseNamed(*m, counts); !s.ok()) return s;
+  if (fresh) return std::optional<uint64_t>(*host + within);
+  return std::optional<uint64_t>();
+}
+
+absl::Status Qcow2State::ReleaseNamed(const Mapping& m, Qcow2Counts& counts) {
+  std::vector<uint64_t> clusters;
+  if (m.kind == L2Kind::kCompressed) {
+    clusters = qcow2::CompressedHostClusters(
+        qcow2::CompressedExtent{m.host_offset, m.compressed_bytes},
+        cluster_size_);
+  } else if (m.host_cluster != 0) {
+    clusters.push_back(m.host_cluster);
+  }
+  for (uint64_t c : clusters) {
+    qcow2::WritePlan plan;
+    absl::Status released = top().Release(c, plan);
     if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
     if (!released.ok()) return released;
   }
-  if (fresh) return std::optional<uint64_t>(*host + within);
-  return std::optional<uint64_t>();
+  return absl::OkStatus();
 }
 
 absl::Status Qcow2State::Deallocate(io::IoOp op, uint64_t voff, uint64_t length,
@@ -321,11 +337,7 @@ absl::Status Qcow2State::Deallocate(io::IoOp op, uint64_t voff, uint64_t length,
     if (published_[0]) published_[0]->Withdraw(voff);
     if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
     if (!set.ok()) return set;
-    if (m->host_cluster == 0) return absl::OkStatus();
-    plan.clear();
-    absl::Status released = top().Release(m->host_cluster, plan);
-    if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
-    return released;
+    return ReleaseNamed(*m, counts);
   }
   // Part of a cluster (or a version 2 image over a backing file): zeros
   // written, unless the range reads as zeros already.

@@ -132,6 +132,11 @@ class Qcow2State {
   // started; a plan always goes in, even after a step failed: memory
   // already reflects it. Commits when the journal grows past its bound.
   absl::Status Journal(const qcow2::WritePlan& plan, Qcow2Counts& counts);
+  // Gives back the references the top layer's entry `m` held (its
+  // cluster, or each host cluster its compressed data touches), after the
+  // entry changed; in stages after the entry's. REQUIRES: mutex() held
+  // exclusively, journal_.Begin() called for the change.
+  absl::Status ReleaseNamed(const qcow2::Mapping& m, Qcow2Counts& counts);
   // Commit with mutex() held exclusively.
   absl::Status CommitLocked(Qcow2Counts& counts);
   // Raises layer 0's file end (md.file_size and FileEnd) to `end`.

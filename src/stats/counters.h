@@ -82,7 +82,9 @@ enum class CounterKind {
   X(clusters_allocated, kCount, "qcow2: data clusters allocated by writes")   \
   X(cow_bytes, kCount,                                                         \
     "qcow2: bytes copied into newly allocated clusters (backing data or "      \
-    "zeros a write did not cover)")
+    "zeros a write did not cover)")                                            \
+  X(compressed_reads, kCount,                                                  \
+    "qcow2: compressed clusters inflated to serve reads")
 
 enum class Counter : int {
 #define PVDISK_COUNTER_ENUM(name, kind, meaning) name,
