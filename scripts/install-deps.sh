@@ -21,6 +21,7 @@ packages=(
   librbd-dev librados-dev  # the rbd engine (--disk rbd:POOL/IMAGE)
   ceph-mon ceph-osd ceph-common  # scripts/ceph-cluster.sh: the RBD tests' cluster
   qemu-utils       # qemu-img, qemu-io: the independent judge of the qcow2 tests (tests/image)
+  zlib1g-dev libzstd-dev  # the qcow2 compressed clusters: deflate and zstd
   qemu-block-extra  # qemu-storage-daemon's rbd driver: bench/compare --rbd
   linux-perf       # perf: bench/spans traces the io_uring and fuse tracepoints
   lintian          # tests/packaging: checks the Debian package `make deb` makes

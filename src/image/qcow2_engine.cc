@@ -70,6 +70,9 @@ class Qcow2Engine final : public io::EngineDecorator {
                 0};
     if (request.op == io::IoOp::kFlush) {
       if (!state_.read_only()) {
+        // The journal's metadata first (stage by stage), then this flush
+        // makes its last stage and every completed write durable.
+        if (!state_.Commit(counts_).ok()) Fail(r, -EIO);
         io::IoRequest flush;
         flush.op = io::IoOp::kFlush;
         Issue(index, flush, {});
@@ -126,6 +129,7 @@ class Qcow2Engine final : public io::EngineDecorator {
     out.meta_writes += counts_.meta_writes;
     out.clusters_allocated += counts_.clusters_allocated;
     out.cow_bytes += counts_.cow_bytes;
+    out.compressed_reads += counts_.compressed_reads;
     counts_ = {};
     return true;
   }
@@ -233,7 +237,7 @@ class Qcow2Engine final : public io::EngineDecorator {
   }
 
   // Reads virtual [voff, voff + length) of layer `layer` into bytes
-  // [at, at + length) of request `index`'s buffers. state_.mutex() held.
+  // [at, at + length) of request `index`'s buffers.
   void ReadLayer(uint32_t index, size_t layer, uint64_t voff, uint64_t length,
                  uint64_t at) {
     Request& r = requests_[index];
@@ -247,7 +251,7 @@ class Qcow2Engine final : public io::EngineDecorator {
         if (n < length) Zero(r, at + n, length - n);
         return;
       }
-      absl::StatusOr<qcow2::Mapping> m = state_.Map(layer, voff, counts_);
+      absl::StatusOr<qcow2::Mapping> m = state_.MapShared(layer, voff, counts_);
       if (!m.ok()) return Fail(r, -EIO);
       const uint64_t n = std::min(length, m->bytes);
       switch (m->kind) {
@@ -261,7 +265,8 @@ class Qcow2Engine final : public io::EngineDecorator {
           ReadLayer(index, layer + 1, voff, n, at);
           break;
         case L2Kind::kCompressed:
-          return Fail(r, -EIO);
+          if (!ReadCompressed(r, layer, *m, voff, n, at)) return Fail(r, -EIO);
+          break;
       }
       voff += n;
       length -= n;
@@ -269,14 +274,60 @@ class Qcow2Engine final : public io::EngineDecorator {
     }
   }
 
+  // Copies virtual [voff, voff + length) of compressed cluster `m` of
+  // layer `layer` into [at, at + length) of `r`'s buffers; false when it
+  // does not inflate. Synchronous on this thread (pread and inflate); the
+  // last cluster inflated is kept, so reads smaller than a cluster inflate
+  // it once. Nothing writes compressed data, so a host offset names the
+  // same compressed bytes for as long as an entry names it.
+  bool ReadCompressed(const Request& r, size_t layer, const qcow2::Mapping& m,
+                      uint64_t voff, uint64_t length, uint64_t at) {
+    const uint64_t cluster = state_.cluster_size();
+    if (inflated_layer_ != layer || inflated_from_ != m.host_offset) {
+      inflated_.resize(cluster);
+      inflated_from_ = ~0ull;
+      if (!state_.chain().ReadCompressed(layer, m, scratch_, inflated_).ok()) {
+        return false;
+      }
+      inflated_layer_ = layer;
+      inflated_from_ = m.host_offset;
+      ++counts_.compressed_reads;
+    }
+    const uint8_t* from = inflated_.data() + voff % cluster;
+    ForEachIovPart(r.iov, r.iov_count, at, length, [&](uint8_t* p, uint64_t n) {
+      std::memcpy(p, from, n);
+      from += n;
+    });
+    return true;
+  }
+
   // Reads file `file` at `host` into [at, at + length) of the request's
   // buffers; what lies past `end` (the file's end) reads as zeros.
   void ReadFile(uint32_t index, size_t file, uint64_t host, uint64_t length,
                 uint64_t at, uint64_t end) {
-    // Whole sectors only: a file's end need not be one.
+    // Whole sectors on the inner engine (it may use O_DIRECT); the bytes of
+    // a last sector the file ends inside are read here, the rest are zeros.
+    Request& r = requests_[index];
     const uint64_t inside =
         host >= end ? 0 : std::min(length, (end - host) / 512 * 512);
-    if (inside < length) Zero(requests_[index], at + inside, length - inside);
+    if (inside < length) {
+      const uint64_t tail =
+          host + inside >= end ? 0
+                               : std::min(length - inside, end - host - inside);
+      Zero(r, at + inside + tail, length - inside - tail);
+      if (tail > 0) {
+        std::vector<uint8_t> bytes(tail);
+        if (!state_.ReadFileBytes(file, host + inside, bytes).ok()) {
+          return Fail(r, -EIO);
+        }
+        const uint8_t* from = bytes.data();
+        ForEachIovPart(r.iov, r.iov_count, at + inside, tail,
+                       [&](uint8_t* p, uint64_t n) {
+                         std::memcpy(p, from, n);
+                         from += n;
+                       });
+      }
+    }
     if (inside == 0) return;
     io::IoRequest io;
     io.op = io::IoOp::kRead;
@@ -286,7 +337,6 @@ class Qcow2Engine final : public io::EngineDecorator {
   }
 
   void ReadPiece(uint32_t index, uint64_t voff, uint64_t length, uint64_t at) {
-    std::shared_lock<std::shared_mutex> lock(state_.mutex());
     ReadLayer(index, 0, voff, length, at);
   }
 
@@ -294,8 +344,7 @@ class Qcow2Engine final : public io::EngineDecorator {
     Request& r = requests_[index];
     std::optional<uint64_t> host;
     {
-      std::shared_lock<std::shared_mutex> lock(state_.mutex());
-      absl::StatusOr<qcow2::Mapping> m = state_.Map(0, voff, counts_);
+      absl::StatusOr<qcow2::Mapping> m = state_.MapShared(0, voff, counts_);
       if (!m.ok()) return Fail(r, -EIO);
       if (m->kind == L2Kind::kData && m->writable_in_place) {
         host = m->host_offset;
@@ -361,6 +410,12 @@ class Qcow2Engine final : public io::EngineDecorator {
   std::vector<io::IoCompletion> inner_out_;
   std::vector<uint8_t> data_;  // an allocating write's bytes
   Qcow2Counts counts_;
+  // The last compressed cluster inflated (ReadCompressed), and the buffer
+  // its compressed bytes were read into.
+  std::vector<uint8_t> inflated_;
+  std::vector<uint8_t> scratch_;
+  size_t inflated_layer_ = 0;
+  uint64_t inflated_from_ = ~0ull;
 };
 
 }  // namespace

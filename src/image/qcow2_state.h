@@ -1,37 +1,56 @@
 // Qcow2State: what every engine of one qcow2 disk shares: the backing chain
-// with each layer's metadata (qcow2/chain.h), and the one lock that orders
-// the metadata's readers against its writers. Engines (qcow2_engine.h) map
-// requests through it; the steps that change metadata (an allocating write,
-// a discard, a write of zeroes) run here, whole, under the lock held
-// exclusively, so two requests can never allocate the same cluster or
-// table: the second finds the first's cluster and writes in place.
+// with each layer's metadata (qcow2/chain.h), the mappings published for
+// lock-free readers (qcow2/published_map.h), the journal of metadata writes
+// not yet in the file (qcow2/metadata_journal.h), and the one lock that
+// orders the metadata's readers against its writers. Engines
+// (qcow2_engine.h) map requests through it; the steps that change metadata
+// (an allocating write, a discard, a write of zeroes) run here, whole,
+// under the lock held exclusively, so two requests can never allocate the
+// same cluster or table: the second finds the first's cluster and writes
+// in place.
 //
-// Metadata I/O is synchronous, on the chain's own buffered descriptors:
-// an L2 table missing from the cache is read with pread (once per table
-// with the default cache, which holds every table the disk can have), and
-// an allocation carries out its WritePlans with pwrite and fdatasync for
-// each barrier. Data I/O of reads and of writes in place never comes here:
-// the engine issues it on its inner engine, asynchronously.
+// Reading a mapping: a published cluster is read without any lock (when
+// the L2 cache can hold every table of a layer, the default, each cluster
+// is published once it has been mapped); otherwise Map runs under the lock
+// held shared, reads a missing L2 table with pread, and publishes what it
+// found. A change of an L2 entry withdraws the cluster's mapping.
 //
-// The crash-safe orders of write_plan.h hold: a new cluster's refcount and
-// its data (copied from the backing layer where the write does not cover
-// the cluster) are durable before the L2 entry names it; a new L2 table is
-// durable before the L1 entry names it; an entry that stops naming a
-// cluster is durable before the cluster's refcount drops. An allocating
-// write returns once its metadata writes are done (not yet durable): a
-// flush of the top file (fdatasync) then makes the write and its metadata
-// durable together.
+// Write-back metadata: a change updates the tables in memory and puts its
+// metadata writes in the journal, in stages that keep write_plan.h's
+// orders (refcounts before the L2 entry that names their cluster, a new L2
+// table before the L1 entry that names it, an entry that stops naming a
+// cluster before the cluster's refcount drops). Commit writes the journal
+// stage by stage with an fdatasync between stages: on a flush (FUSE FSYNC,
+// unmount), when the journal grows past a bound, and before a change that
+// must read a table from the file is answered from stale bytes (a table
+// read back from the file gets the journal's writes laid over it). So an
+// allocating write costs no flush of its own; a flush costs one per stage
+// (two for allocating writes), however many allocations it covers.
+//
+// Data: the file is extended over new clusters a few MiB at a time (holes,
+// reading zeros; trimmed back to the last cluster in use when the state
+// ends). A cluster allocated where nothing is to be copied (no backing
+// file shows through, or a zero cluster) is such a hole: it is not written
+// here, the engine writes the request's bytes in place, asynchronously,
+// on its inner engine. Otherwise the cluster is written whole (the request's
+// bytes and what it copies) with pwrite before its L2 entry is journalled.
+// Either way the commit's first fdatasync makes completed data durable
+// before the stage that holds the L2 entry is written.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <shared_mutex>
 #include <span>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "image/qcow2/chain.h"
 #include "image/qcow2/mapping.h"
+#include "image/qcow2/metadata_journal.h"
+#include "image/qcow2/published_map.h"
 #include "io/io_engine.h"
 
 namespace pvdisk::image {
@@ -43,6 +62,8 @@ class Qcow2State {
  public:
   // `chain`'s top is a qcow2 layer (read-write unless `read_only`).
   Qcow2State(std::unique_ptr<qcow2::ImageChain> chain, bool read_only);
+  // Commits what the journal holds (best effort: its errors are logged).
+  ~Qcow2State();
 
   qcow2::ImageChain& chain() { return *chain_; }
   size_t layers() const { return layers_; }
@@ -54,20 +75,35 @@ class Qcow2State {
   // steps below that change metadata.
   std::shared_mutex& mutex() { return mutex_; }
 
+  // The published mapping of `voff` in qcow2 layer `layer`, without a
+  // lock; counts an L2 hit. nullopt: ask Map.
+  std::optional<qcow2::Mapping> Find(size_t layer, uint64_t voff,
+                                     Qcow2Counts& counts) const;
   // The mapping of `voff` in qcow2 layer `layer`, reading its L2 table
-  // into the cache if it is not there. REQUIRES: mutex() held (either way).
+  // into the cache if it is not there, and publishing it. REQUIRES:
+  // mutex() held (either way).
   absl::StatusOr<qcow2::Mapping> Map(size_t layer, uint64_t voff,
                                      Qcow2Counts& counts);
+  // Find, or Map with mutex() held shared.
+  absl::StatusOr<qcow2::Mapping> MapShared(size_t layer, uint64_t voff,
+                                           Qcow2Counts& counts);
   // Where layer `layer`'s file ends now (it grows as clusters are
-  // appended). REQUIRES: mutex() held.
-  uint64_t FileEnd(size_t layer) const;
+  // appended). Any thread, no lock.
+  uint64_t FileEnd(size_t layer) const {
+    return file_end_[layer].load(std::memory_order_acquire);
+  }
+  // Reads bytes of layer `layer`'s file with pread (the part of a sector
+  // at the end of a file that does not end on a sector boundary).
+  absl::Status ReadFileBytes(size_t layer, uint64_t offset,
+                             std::span<uint8_t> out);
 
   // Writes `data` at `voff` (inside one cluster of the top layer) when the
   // cluster must be allocated first: allocates it, copies what `data` does
-  // not cover from the backing layers (or zeros), and names it in the L2
-  // table, in the crash-safe order. Returns the host offset to write `data`
-  // at instead when the cluster turns out writable in place (another
-  // request allocated it meanwhile); nullopt when the write is done. Takes
+  // not cover from the backing layers (or zeros) unless the new cluster
+  // reads as those bytes already, and names it in the L2 table. Returns
+  // the host offset to write `data` at instead when the cluster turns out
+  // writable in place (another request allocated it meanwhile) or is a new
+  // cluster that needs only `data`; nullopt when the write is done. Takes
   // mutex() exclusively.
   absl::StatusOr<std::optional<uint64_t>> WriteAllocating(
       uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts);
@@ -75,21 +111,36 @@ class Qcow2State {
   // kDiscard or kWriteZeroes of [voff, voff + length), inside one cluster
   // of the top layer. A whole cluster becomes unallocated (discard without
   // a backing file) or a zero cluster (version 3), and its host cluster is
-  // given back after the entry is durable; otherwise zeros are written.
-  // Takes mutex() exclusively.
+  // given back in a later stage than the entry's; otherwise zeros are
+  // written. Takes mutex() exclusively.
   absl::Status Deallocate(io::IoOp op, uint64_t voff, uint64_t length,
                           Qcow2Counts& counts);
 
-  // fdatasync of the top file.
+  // Writes the journal to the file, stage by stage, with an fdatasync
+  // between stages but not after the last: the caller's flush of the top
+  // file follows. Takes mutex() exclusively. Once a commit failed, every
+  // later one fails too (memory holds changes the file may lack).
+  absl::Status Commit(Qcow2Counts& counts);
+  // Commit, then fdatasync of the top file.
   absl::Status Flush();
 
  private:
   // WriteAllocating with mutex() held exclusively.
   absl::StatusOr<std::optional<uint64_t>> WriteAllocatingLocked(
       uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts);
-  // Carries out `plan` (every write of it, even after an earlier step
-  // failed: memory already reflects it), counting its writes.
-  absl::Status Apply(const qcow2::WritePlan& plan, Qcow2Counts& counts);
+  // Puts `plan` in the journal, as part of the change journal_.Begin()
+  // started; a plan always goes in, even after a step failed: memory
+  // already reflects it. Commits when the journal grows past its bound.
+  absl::Status Journal(const qcow2::WritePlan& plan, Qcow2Counts& counts);
+  // Gives back the references the top layer's entry `m` held (its
+  // cluster, or each host cluster its compressed data touches), after the
+  // entry changed; in stages after the entry's. REQUIRES: mutex() held
+  // exclusively, journal_.Begin() called for the change.
+  absl::Status ReleaseNamed(const qcow2::Mapping& m, Qcow2Counts& counts);
+  // Commit with mutex() held exclusively.
+  absl::Status CommitLocked(Qcow2Counts& counts);
+  // Raises layer 0's file end (md.file_size and FileEnd) to `end`.
+  void GrowFileEnd(uint64_t end);
   qcow2::Qcow2File& top() { return *chain_->layers().front().qcow2; }
 
   std::unique_ptr<qcow2::ImageChain> chain_;
@@ -98,6 +149,16 @@ class Qcow2State {
   const uint64_t size_;
   const uint64_t cluster_size_;
   std::shared_mutex mutex_;
+  // By layer: null for a raw layer, or when the L2 cache cannot hold
+  // every table of the layer (a mapping is then as good as its table).
+  std::vector<std::unique_ptr<qcow2::PublishedMap>> published_;
+  std::unique_ptr<std::atomic<uint64_t>[]> file_end_;  // by layer
+  // Guarded by mutex() held exclusively (read under it held shared).
+  qcow2::MetadataJournal journal_;
+  uint64_t disk_end_ = 0;    // how far the top file really extends
+  uint64_t used_end_ = 0;    // the end of its last cluster in use
+  uint64_t fresh_from_ = 0;  // clusters from here on were never written
+  absl::Status commit_failed_;
 };
 
 }  // namespace pvdisk::image

@@ -73,6 +73,7 @@ struct FormatCounts {
   uint64_t meta_writes = 0;         // metadata writes to the files
   uint64_t clusters_allocated = 0;  // data clusters allocated
   uint64_t cow_bytes = 0;           // bytes copied into new clusters
+  uint64_t compressed_reads = 0;    // compressed clusters inflated by reads
 };
 
 class IoEngine {

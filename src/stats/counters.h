@@ -83,6 +83,8 @@ enum class CounterKind {
   X(cow_bytes, kCount,                                                         \
     "qcow2: bytes copied into newly allocated clusters (backing data or "      \
     "zeros a write did not cover)")                                            \
+  X(compressed_reads, kCount,                                                  \
+    "qcow2: compressed clusters inflated to serve reads")                      \
   X(unsafe_bytes, kGauge,                                                      \
     "cache=volatile: bytes of completed writes no flush covers yet (lost "     \
     "if the power is cut now)")                                                \

@@ -47,6 +47,9 @@ void CountFormat(stats::QueueStats* stats, const io::FormatCounts& counts) {
     stats->Add(Counter::clusters_allocated, counts.clusters_allocated);
   }
   if (counts.cow_bytes) stats->Add(Counter::cow_bytes, counts.cow_bytes);
+  if (counts.compressed_reads) {
+    stats->Add(Counter::compressed_reads, counts.compressed_reads);
+  }
 }
 
 void CountRequest(stats::QueueStats* stats, const DeviceRequest& request) {

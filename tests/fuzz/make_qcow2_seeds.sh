@@ -4,7 +4,7 @@
 # clusters, under 8 KiB) made and filled by qemu-img and qemu-io, one per
 # variant the core reads: v2, v3, refcount widths 1/16/64, lazy refcounts,
 # zero clusters, a backing file name and format, preallocated metadata,
-# compressed clusters.  Usage: tests/fuzz/make_qcow2_seeds.sh
+# compressed clusters (zlib and zstd).  Usage: tests/fuzz/make_qcow2_seeds.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/corpus/qcow2_metadata
@@ -33,4 +33,6 @@ qemu-img create -q -f raw "$work/raw" 16k
 qemu-io -f raw -c "write -P 0x31 0 8k" "$work/raw" >/dev/null
 qemu-img convert -c -O qcow2 -o cluster_size=512 "$work/raw" \
   "$out/image-compressed"
+qemu-img convert -c -O qcow2 -o cluster_size=512,compression_type=zstd \
+  "$work/raw" "$out/image-compressed-zstd"
 ls -l "$out"

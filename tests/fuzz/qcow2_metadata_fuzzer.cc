@@ -7,7 +7,9 @@
 // allocated and named by L2 entries, with the write plans carried out on the
 // in-memory file. Properties: no crash or undefined behaviour; a refusal
 // is InvalidArgument (header, layout) or DataLoss (a range); a data
-// mapping lies inside the file, aligned, clear of metadata; an allocated
+// mapping lies inside the file, aligned, clear of metadata; a compressed
+// cluster's data starts inside the file and inflates into exactly one
+// cluster or is refused with DataLoss; an allocated
 // cluster maps back where it was put and has refcount 1.
 #include <algorithm>
 #include <cstdint>
@@ -18,6 +20,7 @@
 
 #include "fuzz_input.h"
 #include "image/qcow2/allocator.h"
+#include "image/qcow2/compressed.h"
 #include "image/qcow2/entries.h"
 #include "image/qcow2/features.h"
 #include "image/qcow2/header.h"
@@ -83,6 +86,24 @@ absl::StatusOr<Mapping> Map(Qcow2Metadata& md, const File& file,
                    "a data cluster inside metadata");
         FUZZ_CHECK(m->host_offset == m->host_cluster + voff % cluster,
                    "the host offset is not the virtual offset's place");
+      }
+      if (m->kind == L2Kind::kCompressed) {
+        FUZZ_CHECK(m->host_offset < md.file_size && m->compressed_bytes > 0,
+                   "compressed data outside the file");
+        std::vector<uint8_t> scratch;
+        std::vector<uint8_t> out(cluster + 1, 0x5c);
+        absl::Status s = ReadCompressedCluster(
+            md.name, md.header.compression_type,
+            {m->host_offset, m->compressed_bytes},
+            [&](uint64_t offset, std::span<uint8_t> into) {
+              std::vector<uint8_t> b = file.Read(offset, into.size());
+              std::memcpy(into.data(), b.data(), b.size());
+              return absl::OkStatus();
+            },
+            scratch, std::span<uint8_t>(out).first(cluster));
+        FUZZ_CHECK(s.ok() || absl::IsDataLoss(s),
+                   "compressed data refused with a code other than DataLoss");
+        FUZZ_CHECK(out[cluster] == 0x5c, "inflated past the cluster");
       }
       return *m;
     }

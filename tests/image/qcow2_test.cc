@@ -14,6 +14,8 @@
 #include "image/qcow2/layout.h"
 #include "image/qcow2/mapping.h"
 #include "image/qcow2/metadata.h"
+#include "image/qcow2/metadata_journal.h"
+#include "image/qcow2/published_map.h"
 #include "image/qcow2/table_cache.h"
 #include "image/qcow2/update.h"
 
@@ -368,6 +370,89 @@ TEST(Qcow2UpdateTest, ANewRefcountBlockCountsItself) {
   EXPECT_EQ(plan[1].offset, 512u + 8);  // then the table names it
   EXPECT_TRUE(plan[1].barrier_before);
   EXPECT_EQ(plan[2].offset, 256u * 512 + 2);  // the data cluster's count
+}
+
+MetadataWrite W(uint64_t offset, std::vector<uint8_t> bytes, bool barrier) {
+  return MetadataWrite{offset, std::move(bytes), barrier};
+}
+
+// Many changes share stages: a barrier puts a write one stage after the
+// change's write before it, whatever other changes hold; a write of bytes
+// an earlier write covers goes in that write's stage or later, after it.
+TEST(Qcow2JournalTest, StagesKeepEachChangesBarriersAndLaterBytesLast) {
+  MetadataJournal journal;
+  // Two allocations: refcount, then (barrier) L2 entry.
+  for (uint64_t i = 0; i < 2; ++i) {
+    journal.Begin();
+    journal.Add({W(4096 + 2 * i, {0, 1}, false)});
+    journal.Add({W(8192 + 8 * i, {1, 2, 3, 4, 5, 6, 7, 8}, true)});
+  }
+  // A discard: L2 entry (barrier), then (barrier) the refcount drop.
+  journal.Begin();
+  journal.Add({W(8192 + 16, {0, 0, 0, 0, 0, 0, 0, 0}, true)});
+  journal.Add({W(4096 + 4, {0, 0}, true)});
+  // An allocation whose refcount shares that word: after the drop.
+  journal.Begin();
+  journal.Add({W(4096 + 6, {0, 1}, false)});
+  journal.Add({W(8192 + 24, {9, 9, 9, 9, 9, 9, 9, 9}, true)});
+  EXPECT_EQ(journal.writes(), 8u);
+
+  std::vector<uint8_t> table(64, 0xee);
+  journal.Overlay(8192 - 8, table);
+  EXPECT_EQ(table[8], 1);   // the first L2 entry
+  EXPECT_EQ(table[24], 0);  // the discard's entry
+  EXPECT_EQ(table[32], 9);
+  EXPECT_EQ(table[0], 0xee);  // not journalled: as read
+
+  std::vector<MetadataJournal::Stage> stages = journal.Take();
+  EXPECT_TRUE(journal.empty());
+  ASSERT_EQ(stages.size(), 4u);
+  ASSERT_EQ(stages[0].size(), 2u);  // both refcounts
+  EXPECT_EQ(stages[0][0].offset, 4096u);
+  EXPECT_EQ(stages[0][1].offset, 4098u);
+  ASSERT_EQ(stages[1].size(), 3u);  // both L2 entries and the discard's
+  EXPECT_EQ(stages[1][2].offset, 8192u + 16);
+  ASSERT_EQ(stages[2].size(), 2u);  // the drop, then the shared word
+  EXPECT_EQ(stages[2][0].offset, 4100u);
+  EXPECT_EQ(stages[2][1].offset, 4102u);
+  ASSERT_EQ(stages[3].size(), 1u);  // its entry, after its refcount
+  EXPECT_EQ(stages[3][0].offset, 8192u + 24);
+}
+
+// Published mappings are read back as published, per cluster, until
+// withdrawn; compressed clusters are never published.
+TEST(Qcow2PublishedMapTest, PublishesFindsAndWithdraws) {
+  const uint64_t cluster = 4096;
+  PublishedMap map(10 * cluster + 100, 2, 8, cluster);
+  bool from_table = false;
+  EXPECT_FALSE(map.Find(cluster + 5, from_table).has_value());
+  Mapping data;
+  data.kind = L2Kind::kData;
+  data.host_cluster = 7 * cluster;
+  data.host_offset = 7 * cluster + 5;
+  data.writable_in_place = true;
+  map.Publish(cluster + 5, data, true);
+  std::optional<Mapping> got = map.Find(cluster + 9, from_table);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->kind, L2Kind::kData);
+  EXPECT_EQ(got->host_offset, 7 * cluster + 9);
+  EXPECT_EQ(got->bytes, cluster - 9);
+  EXPECT_TRUE(got->writable_in_place);
+  EXPECT_TRUE(from_table);
+  // The last cluster ends with the disk.
+  Mapping unallocated;
+  map.Publish(10 * cluster, unallocated, false);
+  got = map.Find(10 * cluster + 50, from_table);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->kind, L2Kind::kUnallocated);
+  EXPECT_EQ(got->bytes, 50u);
+  EXPECT_FALSE(from_table);
+  map.Withdraw(cluster);
+  EXPECT_FALSE(map.Find(cluster + 9, from_table).has_value());
+  Mapping compressed;
+  compressed.kind = L2Kind::kCompressed;
+  map.Publish(2 * cluster, compressed, true);
+  EXPECT_FALSE(map.Find(2 * cluster, from_table).has_value());
 }
 
 }  // namespace

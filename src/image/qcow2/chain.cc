@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/errno_status.h"
+#include "image/qcow2/compressed.h"
 #include "image/qcow2/endian.h"
 #include "image/qcow2/file_io.h"
 #include "image/qcow2/owner_access.h"
@@ -219,15 +220,33 @@ absl::Status ImageChain::Read(uint64_t voff, std::span<uint8_t> out,
       case L2Kind::kUnallocated:
         if (absl::Status s = Read(at, piece, index + 1); !s.ok()) return s;
         break;
-      case L2Kind::kCompressed:
-        return absl::DataLossError(absl::StrCat(
-            layer.path, ": virtual offset ", at,
-            " is in a compressed cluster; pvdisk does not read compressed "
-            "clusters"));
+      case L2Kind::kCompressed: {
+        const uint64_t cluster_size = layer.qcow2->header().cluster_size();
+        std::vector<uint8_t> cluster(cluster_size), scratch;
+        if (absl::Status s = ReadCompressed(index, *m, scratch, cluster);
+            !s.ok()) {
+          return s;
+        }
+        std::memcpy(piece.data(), cluster.data() + at % cluster_size, n);
+        break;
+      }
     }
     done += n;
   }
   return absl::OkStatus();
+}
+
+absl::Status ImageChain::ReadCompressed(size_t layer, const Mapping& m,
+                                        std::vector<uint8_t>& scratch,
+                                        std::span<uint8_t> cluster) {
+  const Qcow2File& file = *layers_[layer].qcow2;
+  return ReadCompressedCluster(
+      layers_[layer].path, file.header().compression_type,
+      CompressedExtent{m.host_offset, m.compressed_bytes},
+      [&](uint64_t offset, std::span<uint8_t> out) {
+        return file.ReadHost(offset, out);
+      },
+      scratch, cluster);
 }
 
 }  // namespace pvdisk::image::qcow2

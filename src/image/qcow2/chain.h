@@ -70,8 +70,15 @@ class ImageChain {
 
   // Reads virtual bytes [voff, voff + out.size()) of layer `layer` (0: the
   // disk) into `out`. A range the metadata refuses, or a compressed
-  // cluster, is an error (DataLoss), as EIO would be to a disk's reader.
+  // cluster that does not inflate, is an error (DataLoss), as EIO would be
+  // to a disk's reader.
   absl::Status Read(uint64_t voff, std::span<uint8_t> out, size_t layer = 0);
+  // Inflates the compressed cluster `m` (kCompressed) of qcow2 layer
+  // `layer` into `cluster` (a whole cluster), its compressed bytes read
+  // into `scratch` with pread. Any thread (no state but the files).
+  absl::Status ReadCompressed(size_t layer, const Mapping& m,
+                              std::vector<uint8_t>& scratch,
+                              std::span<uint8_t> cluster);
 
  private:
   ImageChain() = default;

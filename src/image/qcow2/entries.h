@@ -27,7 +27,7 @@ enum class L2Kind {
   kUnallocated,  // offset 0, no zero flag: the backing file, or zeros
   kZero,         // zero flag: zeros (a preallocated cluster may be named)
   kData,         // the data is at the host offset
-  kCompressed,   // pvdisk does not read compressed clusters (EIO)
+  kCompressed,   // the data is compressed (compressed.h)
 };
 
 struct L2Entry {

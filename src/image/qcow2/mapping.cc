@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "image/qcow2/compressed.h"
 
 namespace pvdisk::image::qcow2 {
 
@@ -43,7 +44,23 @@ absl::StatusOr<MapStep> MapVirtual(Qcow2Metadata& md, uint64_t voff) {
                                     table, ": ", why));
   };
   if (e.kind == L2Kind::kCompressed) {
+    // The data lies inside the file (its last sector may be cut short by
+    // the end of the file, as QEMU leaves it) and clear of metadata.
+    const CompressedExtent c = DecodeCompressedEntry(*raw, h.cluster_bits);
+    const uint64_t file_sectors_end = (md.file_size + 511) / 512 * 512;
+    if (c.offset < h.cluster_size() || c.offset >= md.file_size ||
+        c.length > file_sectors_end - c.offset) {
+      return entry_error(EntryFaultName(EntryFault::kPastEnd));
+    }
+    const uint64_t held = std::min(c.length, md.file_size - c.offset);
+    if (std::optional<Region> region = md.layout.Overlap(c.offset, held)) {
+      return entry_error(
+          absl::StrCat("compressed data inside ", RegionName(*region))
+              .c_str());
+    }
     m.kind = L2Kind::kCompressed;
+    m.host_offset = c.offset;
+    m.compressed_bytes = c.length;
     return MapStep(m);
   }
   if (e.reserved_bits)

@@ -25,9 +25,13 @@ namespace pvdisk::image::qcow2 {
 struct Mapping {
   // kData: read `bytes` at host_offset. kZero: zeros. kUnallocated: the
   // backing file at the same virtual offset, or zeros without one.
-  // kCompressed: not supported, the caller fails the range with EIO.
+  // kCompressed: the cluster is the compressed data at host_offset, at
+  // most compressed_bytes long (compressed.h), inflated.
   L2Kind kind = L2Kind::kUnallocated;
-  uint64_t host_offset = 0;  // kData: host byte of the virtual offset
+  // kData: host byte of the virtual offset. kCompressed: host byte where
+  // the cluster's compressed data starts.
+  uint64_t host_offset = 0;
+  uint64_t compressed_bytes = 0;  // kCompressed: CompressedExtent::length
   // Bytes from the virtual offset to the end of its cluster (or of the
   // virtual disk, if sooner): the mapping holds for all of them.
   uint64_t bytes = 0;

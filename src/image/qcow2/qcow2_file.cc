@@ -137,6 +137,7 @@ absl::StatusOr<uint64_t> Qcow2File::RebuildRefcounts() {
 absl::Status Qcow2File::Load(TableCache& cache, uint64_t offset) {
   std::vector<uint8_t> table(cache.table_bytes());
   if (absl::Status s = ReadHost(offset, table); !s.ok()) return s;
+  if (load_overlay_) load_overlay_(offset, table);
   cache.Insert(offset, std::move(table));
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -65,6 +66,14 @@ class Qcow2File {
   absl::Status WriteHost(uint64_t offset, std::span<const uint8_t> data);
   absl::Status Flush();
 
+  // Called on every table (L2 table, refcount block) read from the file
+  // before it enters a cache, with its offset: an owner that keeps
+  // metadata writes back (a journal) lays them over the bytes read.
+  using LoadOverlay = std::function<void(uint64_t, std::span<uint8_t>)>;
+  void set_load_overlay(LoadOverlay overlay) {
+    load_overlay_ = std::move(overlay);
+  }
+
   // Bytes of data clusters the L2 tables name (clipped to the virtual size).
   absl::StatusOr<uint64_t> AllocatedBytes();
 
@@ -93,6 +102,7 @@ class Qcow2File {
   const bool writable_;
   std::unique_ptr<Qcow2Metadata> md_;
   ClusterAllocator allocator_;
+  LoadOverlay load_overlay_;
 };
 
 }  // namespace pvdisk::image::qcow2
