@@ -92,6 +92,7 @@ class Qcow2Engine final : public io::EngineDecorator {
             WritePiece(index, voff, n, done);
             break;
           default:
+            r.changed = true;
             if (!state_.Deallocate(request.op, voff, n, counts_).ok()) {
               Fail(r, -EIO);
             }
@@ -141,8 +142,9 @@ class Qcow2Engine final : public io::EngineDecorator {
     const iovec* iov = nullptr;
     int iov_count = 0;
     int buffer_index = -1;
-    int pending = 0;     // pieces (and the guard while Queue() runs)
-    int64_t result = 0;  // 0, or the first error
+    int pending = 0;       // pieces (and the guard while Queue() runs)
+    int64_t result = 0;    // 0, or the first error
+    bool changed = false;  // it changed metadata (allocated, deallocated)
   };
   // An I/O on the inner engine for a piece of request `request`.
   struct InnerIo {
@@ -159,9 +161,13 @@ class Qcow2Engine final : public io::EngineDecorator {
   void Finish(uint32_t index) {
     Request& r = requests_[index];
     if (--r.pending > 0) return;
-    ready_.push_back(io::IoCompletion{
-        r.tag, r.result < 0 ? r.result : static_cast<int64_t>(r.length),
-        false});
+    const io::IoCompletion c{
+        r.tag, r.result < 0 ? r.result : static_cast<int64_t>(r.length), false};
+    if (r.changed && state_.commit_before_answer()) {
+      uncommitted_.push_back(c);
+    } else {
+      ready_.push_back(c);
+    }
     free_requests_.push_back(index);
   }
 
@@ -358,6 +364,7 @@ class Qcow2Engine final : public io::EngineDecorator {
                        std::memcpy(to, p, n);
                        to += n;
                      });
+      r.changed = true;
       absl::StatusOr<std::optional<uint64_t>> written =
           state_.WriteAllocating(voff, data_, counts_);
       if (!written.ok()) return Fail(r, -EIO);
@@ -371,16 +378,29 @@ class Qcow2Engine final : public io::EngineDecorator {
     Issue(index, io, {at, length});
   }
 
+  // Commits the state's journal and moves the answers that waited for it
+  // to ready_ (failed with EIO if the commit failed).
+  void AnswerCommitted() {
+    if (uncommitted_.empty()) return;
+    const bool committed = state_.Commit(counts_).ok();
+    for (io::IoCompletion c : uncommitted_) {
+      if (!committed) c.result = -EIO;
+      ready_.push_back(c);
+    }
+    uncommitted_.clear();
+  }
+
   // Pumps the backlog, reaps the inner engine with `reap(may_wait)` (it
   // may wait only when nothing is ready to return) and turns its
-  // completions into the requests'. Counts as Run() does: every completion
+  // completions into the requests' (answers waiting for a commit count as
+  // ready). Counts as Run() does: every completion
   // appended and every inner completion consumed without one.
   template <typename Reap>
   int Step(std::vector<io::IoCompletion>& out, Reap reap) {
     Pump();
     int events = 0;
     inner_out_.clear();
-    const int rc = reap(ready_.empty());
+    const int rc = reap(ready_.empty() && uncommitted_.empty());
     if (rc < 0) return rc;
     for (const io::IoCompletion& c : inner_out_) {
       if (c.wake) {
@@ -393,6 +413,7 @@ class Qcow2Engine final : public io::EngineDecorator {
       if (ready_.size() == before) ++events;  // progress, no completion
     }
     Pump();
+    AnswerCommitted();
     events += static_cast<int>(ready_.size());
     out.insert(out.end(), ready_.begin(), ready_.end());
     ready_.clear();
@@ -407,6 +428,9 @@ class Qcow2Engine final : public io::EngineDecorator {
   std::vector<uint32_t> free_inner_;
   std::deque<uint32_t> backlog_;  // inner I/Os waiting for room
   std::vector<io::IoCompletion> ready_;
+  // Answers of requests that changed metadata, waiting for the commit
+  // (commit_before_answer only).
+  std::vector<io::IoCompletion> uncommitted_;
   std::vector<io::IoCompletion> inner_out_;
   std::vector<uint8_t> data_;  // an allocating write's bytes
   Qcow2Counts counts_;

@@ -67,6 +67,9 @@ absl::StatusOr<std::shared_ptr<Qcow2Image>> Qcow2Image::Open(
   }
   image->state_ =
       std::make_unique<Qcow2State>(std::move(chain), spec.read_only);
+  // A backend process may die and be replaced while the disk goes on: what
+  // it answered must not depend on its memory.
+  image->state_->set_commit_before_answer(fds != nullptr);
   return image;
 }
 

@@ -25,7 +25,11 @@
 // must read a table from the file is answered from stale bytes (a table
 // read back from the file gets the journal's writes laid over it). So an
 // allocating write costs no flush of its own; a flush costs one per stage
-// (two for allocating writes), however many allocations it covers.
+// (two for allocating writes), however many allocations it covers. In a
+// backend process, which can die and be replaced while the disk goes on,
+// the engine commits before it answers a request that changed metadata
+// instead (set_commit_before_answer): one commit for each batch of
+// answers.
 //
 // Data: the file is extended over new clusters a few MiB at a time (holes,
 // reading zeros; trimmed back to the last cluster in use when the state
@@ -124,6 +128,13 @@ class Qcow2State {
   // Commit, then fdatasync of the top file.
   absl::Status Flush();
 
+  // Whether an engine commits the journal before it answers a request
+  // that changed metadata (a backend process's open: the process may die
+  // and a new one take over without the applications noticing, so nothing
+  // answered may live only in its memory). Off: a flush commits.
+  void set_commit_before_answer(bool on) { commit_before_answer_ = on; }
+  bool commit_before_answer() const { return commit_before_answer_; }
+
  private:
   // WriteAllocating with mutex() held exclusively.
   absl::StatusOr<std::optional<uint64_t>> WriteAllocatingLocked(
@@ -159,6 +170,7 @@ class Qcow2State {
   uint64_t used_end_ = 0;    // the end of its last cluster in use
   uint64_t fresh_from_ = 0;  // clusters from here on were never written
   absl::Status commit_failed_;
+  bool commit_before_answer_ = false;
 };
 
 }  // namespace pvdisk::image
