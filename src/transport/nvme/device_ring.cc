@@ -250,7 +250,8 @@ PushResult NvmeDeviceRing::PublishResponses() {
   pending_status_.clear();
   cq_published_ = cq_tail_;
   FullBarrier();  // completions handed over before reading the EventIdx
-  if (coalescer_.Hold(added, outstanding_, stats::MonotonicNanos())) {
+  if (coalescer_.enabled() &&
+      coalescer_.Hold(added, outstanding_, stats::MonotonicNanos())) {
     if (stats_ != nullptr) stats_->Add(stats::Counter::irqs_coalesced);
     return PushResult::kSuppressed;
   }

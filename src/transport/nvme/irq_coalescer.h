@@ -23,6 +23,8 @@ class IrqCoalescer {
       : threshold_(config.threshold),
         time_ns_(uint64_t{config.time_us} * 1000) {}
 
+  bool enabled() const { return threshold_ != 0; }
+
   // `added` completions were just published at `now_ns`, with `in_flight`
   // commands still to complete. True if their interrupt is held back.
   bool Hold(uint32_t added, uint32_t in_flight, uint64_t now_ns) {
