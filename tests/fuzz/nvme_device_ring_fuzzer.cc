@@ -31,13 +31,13 @@ namespace nv = transport::nvme;
 
 // The driver's actions; the backend's (BackendAction) follow them.
 enum FrontendAction : uint8_t {
-  kWriteEntry,   // u16 entry, 64 bytes
-  kPush,         // 64 bytes: the command at the tail; the tail doorbell moves
-  kSetSqTail,    // u32
-  kSetCqHead,    // u32
-  kSetCqEvent,   // u32
-  kConsume,      // u8 n: consume up to n completions, as a driver does
-  kWriteData,    // u32 offset, u8 length, bytes
+  kWriteEntry,  // u16 entry, 64 bytes
+  kPush,        // 64 bytes: the command at the tail; the tail doorbell moves
+  kSetSqTail,   // u32
+  kSetCqHead,   // u32
+  kSetCqEvent,  // u32
+  kConsume,     // u8 n: consume up to n completions, as a driver does
+  kWriteData,   // u32 offset, u8 length, bytes
   kFrontendActionCount,
 };
 
@@ -61,8 +61,7 @@ class Harness {
         ring_(layout_.bytes),
         limits_(ReadVirtioLimits(in)),
         data_(FreshDataArea(limits_.data_pages)),
-        grants_(data_.data(), limits_.data_pages, ring_.data(),
-                layout_.bytes),
+        grants_(data_.data(), limits_.data_pages, ring_.data(), layout_.bytes),
         device_(ring_.data(), size_, &grants_, limits_, ReadConfig(in)),
         backend_(&device_, &grants_, limits_, size_, Traits()) {}
 
@@ -108,8 +107,7 @@ class Harness {
         uint32_t n = in_.U8();
         for (uint32_t i = 0; i < n; ++i) {
           const bool phase = ((head_ / size_) & 1) == 0;
-          uint16_t status =
-              transport::LoadAcquire(Cq()[head_ % size_].status);
+          uint16_t status = transport::LoadAcquire(Cq()[head_ % size_].status);
           if ((status & 1) != (phase ? 1 : 0)) break;
           ++head_;
         }
