@@ -71,9 +71,10 @@ const std::vector<FlagSpec>& MountFlags() {
        "an image to serve: a raw or qcow2 file (served with its backing "
        "chain), or rbd:POOL/IMAGE, an RBD image served through librbd; the "
        "options are listed under --disk options"},
-      {"frontend", true, false, "blkif|virtio|virtio-packed", "blkif",
-       "the ring protocol: Xen blkif, or virtio-blk on a split virtqueue "
-       "(virtio) or a packed one (virtio-packed)"},
+      {"frontend", true, false, "blkif|virtio|virtio-packed|nvme", "blkif",
+       "the ring protocol: Xen blkif, virtio-blk on a split virtqueue "
+       "(virtio) or a packed one (virtio-packed), or NVMe queue pairs "
+       "(nvme)"},
       {"ring-size", true, false, "N", absl::StrCat(transport::kDefaultRingSize),
        absl::StrCat("ring entries per queue, a power of two from ",
                     transport::kMinRingSize,
@@ -101,6 +102,12 @@ const std::vector<FlagSpec>& MountFlags() {
        "once (on), or mapped and unmapped for every request (off)"},
       {"notify", true, false, "event-idx|always", "event-idx",
        "notify the peer only when it asked (event index), or on every push"},
+      {"nvme-data", true, false, "prp|sgl", "prp",
+       "--frontend nvme: describe a command's data by PRP entries (a list "
+       "beyond two pages) or by SGL descriptors (segments beyond one)"},
+      {"irq-coalesce", true, false, "THRESHOLD,TIME_US", "off",
+       "--frontend nvme: the backend interrupts once THRESHOLD responses "
+       "are pending or TIME_US after the first (NVMe feature 08h)"},
       {"irq", true, false, "inline|thread", "inline",
        "where the frontend takes the backend's interrupts: on the backend "
        "thread right after it publishes responses, or on a completion "

@@ -55,6 +55,8 @@ enum class CounterKind {
   X(kicks_suppressed, kCount, "request pushes that needed no notification")    \
   X(irqs_sent, kCount, "backend-to-frontend notifications sent")               \
   X(irqs_suppressed, kCount, "response pushes that needed no notification")    \
+  X(irqs_coalesced, kCount,                                                    \
+    "of irqs_suppressed, those held back by --irq-coalesce")                   \
   X(final_check_again, kCount, "final checks before sleeping that found work") \
   X(polls_hit, kCount, "polls (--poll-us) that found work before sleeping")    \
   X(grant_maps, kCount, "data pages mapped per request (--persistent off)")    \

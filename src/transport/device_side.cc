@@ -36,7 +36,7 @@ absl::StatusOr<DeviceSide> AttachDeviceSide(const QueueOptions& options,
   limits.read_only = options.read_only;
   limits.serial = options.serial;
   side.ring = protocol.NewDeviceRing(back, options.ring_size, side.grants.get(),
-                                     limits, options.notify);
+                                     limits, RingConfigOf(options, stats));
   if (options.persistent) {
     side.pool =
         iovec{back + memory.ring_bytes, size_t{memory.pool_pages} * 4096};

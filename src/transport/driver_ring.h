@@ -1,6 +1,6 @@
 // The frontend (driver) side of a ring protocol: encode requests, publish them
 // with the protocol's notification rule, consume responses. One
-// implementation per protocol (blkif today). Not thread-safe: the owning
+// implementation per protocol. Not thread-safe: the owning
 // FrontendQueue serialises calls under its lock.
 #pragma once
 
@@ -25,6 +25,12 @@ class DriverRing {
     (void)segment_count;
     return FreeSlots() > 0;
   }
+
+  // Whether a request's segments must be gapless: every one but the first
+  // starting at its page's start, every one but the last ending at its
+  // page's end (NVMe's PRPs cannot say otherwise). The FrontendQueue then
+  // merges only requests that keep them so.
+  virtual bool NeedsGaplessSegments() const { return false; }
 
   // The most sectors one kDiscard or kWriteZeroes request can carry (what
   // the protocol's range field holds, or the limit its device advertises).

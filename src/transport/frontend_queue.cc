@@ -34,6 +34,12 @@ bool Continues(const DataSegment& previous, const DataSegment& next) {
          next.first_sector == 0 && next.page == previous.page + 1;
 }
 
+// Whether `next` may follow `previous` in a gapless request
+// (DriverRing::NeedsGaplessSegments), in any page.
+bool Gapless(const DataSegment& previous, const DataSegment& next) {
+  return previous.last_sector == kSectorsPerPage - 1 && next.first_sector == 0;
+}
+
 // Iovecs of `first` followed by `second` (both non-empty).
 uint32_t JoinedIovecs(absl::Span<const DataSegment> first_segments,
                       uint32_t first_iovecs,
@@ -285,6 +291,11 @@ bool FrontendQueue::TryMerge(Pending& pending) {
     bool back = staged.sector + staged.num_sectors == pending.sector;
     bool front = pending.sector + pending.num_sectors == staged.sector;
     if (!back && !front) continue;
+    if (ring_->NeedsGaplessSegments() &&
+        !Gapless(back ? staged.segments.back() : pending.segments.back(),
+                 back ? pending.segments.front() : staged.segments.front())) {
+      continue;
+    }
     // The engine takes at most io::kMaxIovecs iovecs per request; a merged
     // request beyond that would fail (or cost the backend a copy).
     uint32_t iovecs = back ? JoinedIovecs(staged.segments, staged.iovecs,

@@ -2,7 +2,7 @@
 // to the rest of pvdisk. The FUSE layer, the frontend queue (splitting,
 // staging, page pool), the backend loop, the engines and the stats know only
 // this interface; everything protocol-specific lives in the protocol's own
-// folder (src/transport/blkif/, src/transport/virtio/). Adding a protocol:
+// folder (src/transport/blkif/, virtio/, virtio_packed/, nvme/). Adding one:
 // docs/adding-a-frontend.md.
 #pragma once
 
@@ -39,12 +39,12 @@ class Protocol {
   // The driver side, over the frontend's mappings; initialises the ring.
   virtual std::unique_ptr<DriverRing> NewDriverRing(
       uint8_t* ring_memory, uint32_t slots, uint8_t* data_memory,
-      NotifyMode notify) const = 0;
+      const RingConfig& config) const = 0;
   // The device side, over the backend's mapping of the ring; reaches data
   // pages only through `grants`.
   virtual std::unique_ptr<DeviceRing> NewDeviceRing(
       uint8_t* ring_memory, uint32_t slots, GrantMapper* grants,
-      const DeviceLimits& limits, NotifyMode notify) const = 0;
+      const DeviceLimits& limits, const RingConfig& config) const = 0;
 };
 
 // The registration point: the protocol called `name`, or InvalidArgument

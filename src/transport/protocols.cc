@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "transport/blkif/protocol.h"
+#include "transport/nvme/protocol.h"
 #include "transport/protocol.h"
 #include "transport/virtio/protocol.h"
 #include "transport/virtio_packed/protocol.h"
@@ -12,7 +13,8 @@ namespace {
 
 const Protocol* const* AllProtocols() {
   static const Protocol* const kAll[] = {&BlkifProtocol(), &VirtioProtocol(),
-                                         &VirtioPackedProtocol(), nullptr};
+                                         &VirtioPackedProtocol(),
+                                         &NvmeProtocol(), nullptr};
   return kAll;
 }
 

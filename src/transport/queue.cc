@@ -14,6 +14,14 @@ const Protocol& ProtocolOf(const QueueOptions& options) {
   return options.protocol != nullptr ? *options.protocol : BlkifProtocol();
 }
 
+RingConfig RingConfigOf(const QueueOptions& options, stats::QueueStats* stats) {
+  RingConfig config(options.notify);
+  config.data_pointer = options.nvme_data;
+  config.coalesce = options.irq_coalesce;
+  config.stats = stats;
+  return config;
+}
+
 absl::Status ValidateQueueOptions(const QueueOptions& options) {
   const Protocol& protocol = ProtocolOf(options);
   if (!std::has_single_bit(options.ring_size) ||
@@ -32,6 +40,15 @@ absl::Status ValidateQueueOptions(const QueueOptions& options) {
         "--max-segments ", options.max_segments, " is not allowed: use ",
         kMinSegments, " (direct requests only) to ", kMaxSegments,
         " (indirect requests)"));
+  }
+  const IrqCoalesce& coalesce = options.irq_coalesce;
+  if (coalesce.threshold > kMaxCoalesceThreshold ||
+      coalesce.time_us > kMaxCoalesceTimeUs ||
+      (coalesce.threshold == 0) != (coalesce.time_us == 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--irq-coalesce ", coalesce.threshold, ",", coalesce.time_us,
+        " is not allowed: use THRESHOLD,TIME_US with THRESHOLD 1 to ",
+        kMaxCoalesceThreshold, " and TIME_US 1 to ", kMaxCoalesceTimeUs));
   }
   return absl::OkStatus();
 }
@@ -76,7 +93,7 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(
   uint8_t* front = queue->front_mapping_->base();
   // The driver ring initialises the shared ring, so it comes first.
   std::unique_ptr<DriverRing> driver_ring = protocol.NewDriverRing(
-      front, options.ring_size, front + ring_bytes, options.notify);
+      front, options.ring_size, front + ring_bytes, RingConfigOf(options));
   PVDISK_ASSIGN_OR_RETURN(
       DeviceSide device,
       AttachDeviceSide(options, queue->region_.get(), stats));
@@ -125,7 +142,7 @@ void Queue::ReconnectRing() {
   size_t ring_bytes = protocol_->RingBytes(options_.ring_size);
   frontend_->Reconnect([&] {
     return protocol_->NewDriverRing(front, options_.ring_size,
-                                    front + ring_bytes, options_.notify);
+                                    front + ring_bytes, RingConfigOf(options_));
   });
 }
 

@@ -34,6 +34,10 @@ inline constexpr uint32_t kDefaultSegments = 256;
 // The largest BlockIo a queue must take whole: a 1 MiB FUSE request (the
 // kernel's max_pages = 256) plus one page for an unaligned start or end.
 inline constexpr uint64_t kMaxBlockIoSectors = (1 << 20) / 512 + 8;
+// --irq-coalesce's ranges: NVMe's Aggregation Threshold (0's based, 8 bits)
+// and Aggregation Time (255 units of 100 us).
+inline constexpr uint32_t kMaxCoalesceThreshold = 256;
+inline constexpr uint32_t kMaxCoalesceTimeUs = 25500;
 
 struct QueueOptions {
   std::string name;  // for the memfd, e.g. "pvdisk-disk0.img-q0"
@@ -50,6 +54,10 @@ struct QueueOptions {
   uint32_t max_segments = kDefaultSegments;
   bool persistent = true;  // persistent grants (see grant_mapper.h)
   NotifyMode notify = NotifyMode::kEventIdx;
+  // The nvme frontend's data pointers (--nvme-data) and interrupt
+  // coalescing (--irq-coalesce); other protocols refuse them.
+  DataPointerMode nvme_data = DataPointerMode::kPrp;
+  IrqCoalesce irq_coalesce;
   // Where the frontend's interrupt handler runs (see interrupt_handler.h).
   InterruptMode irq = InterruptMode::kInline;
   uint64_t disk_sectors = 0;
@@ -68,6 +76,10 @@ absl::Status ValidateQueueOptions(const QueueOptions& options);
 
 // The ring protocol of `options`: options.protocol, or blkif when unset.
 const Protocol& ProtocolOf(const QueueOptions& options);
+// What the rings of `options` are built with; the device side counts into
+// `stats` (may be null).
+RingConfig RingConfigOf(const QueueOptions& options,
+                        stats::QueueStats* stats = nullptr);
 
 class Queue {
  public:

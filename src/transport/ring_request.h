@@ -10,6 +10,10 @@
 
 #include "transport/block_io.h"
 
+namespace pvdisk::stats {
+class QueueStats;
+}  // namespace pvdisk::stats
+
 namespace pvdisk::transport {
 
 // Sectors first_sector..last_sector (inclusive, 0..7) of data page `page`.
@@ -23,6 +27,31 @@ struct DataSegment {
 enum class NotifyMode {
   kEventIdx,  // only when the peer asked (event index in the pushed window)
   kAlways,    // after every push that published something
+};
+
+// How the NVMe frontend's driver describes a request's data (--nvme-data):
+// PRP entries (one page each, a list beyond two) or SGL descriptors.
+enum class DataPointerMode { kPrp, kSgl };
+
+// Interrupt coalescing on the device side (--irq-coalesce, NVMe's feature
+// 08h): the interrupt for new responses waits until `threshold` of them are
+// pending or `time_us` passed since the first; threshold 0 is off.
+struct IrqCoalesce {
+  uint32_t threshold = 0;
+  uint32_t time_us = 0;
+};
+
+// What a protocol's rings are built with besides their memory. Implicitly
+// made from a NotifyMode, the only setting the ring protocols share.
+struct RingConfig {
+  RingConfig(NotifyMode mode = NotifyMode::kEventIdx)  // NOLINT: implicit
+      : notify(mode) {}
+  NotifyMode notify;
+  DataPointerMode data_pointer = DataPointerMode::kPrp;  // nvme's driver
+  IrqCoalesce coalesce;                                  // nvme's device
+  // Device side: where a ring counts what the backend loop cannot see
+  // (irqs_coalesced). May be null.
+  stats::QueueStats* stats = nullptr;
 };
 
 struct RingRequest {

@@ -1,10 +1,46 @@
 #include "transport/transport_flags.h"
 
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "transport/interrupt_handler.h"
 #include "transport/protocol.h"
 
 namespace pvdisk::transport {
+namespace {
+
+// --nvme-data and --irq-coalesce: only with --frontend nvme.
+absl::Status ReadNvmeFlags(const FlagValues& flags, QueueOptions& queue) {
+  const bool nvme = queue.protocol->name() == "nvme";
+  for (std::string_view flag : {"nvme-data", "irq-coalesce"}) {
+    if (flags.Has(flag) && !nvme) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", std::string(flag),
+                       " is not allowed here: it needs --frontend nvme"));
+    }
+  }
+  PVDISK_ASSIGN_OR_RETURN(bool prp, flags.OneOf("nvme-data", "prp", "sgl"));
+  queue.nvme_data = prp ? DataPointerMode::kPrp : DataPointerMode::kSgl;
+  if (!flags.Has("irq-coalesce")) return absl::OkStatus();
+  const std::string value = flags.Get("irq-coalesce", "");
+  const size_t comma = value.find(',');
+  const absl::Status wrong = absl::InvalidArgumentError(absl::StrCat(
+      "--irq-coalesce '", value,
+      "' is not allowed: use THRESHOLD,TIME_US with THRESHOLD 1 to ",
+      kMaxCoalesceThreshold, " and TIME_US 1 to ", kMaxCoalesceTimeUs));
+  if (comma == std::string::npos) return wrong;
+  absl::StatusOr<uint64_t> threshold = ParseWholeNumber(
+      "irq-coalesce", value.substr(0, comma), 1, kMaxCoalesceThreshold);
+  absl::StatusOr<uint64_t> time_us = ParseWholeNumber(
+      "irq-coalesce", value.substr(comma + 1), 1, kMaxCoalesceTimeUs);
+  if (!threshold.ok() || !time_us.ok()) return wrong;
+  queue.irq_coalesce.threshold = static_cast<uint32_t>(*threshold);
+  queue.irq_coalesce.time_us = static_cast<uint32_t>(*time_us);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<TransportOptions> TransportOptionsFromFlags(
     const FlagValues& flags) {
@@ -53,6 +89,7 @@ absl::StatusOr<TransportOptions> TransportOptionsFromFlags(
                           flags.OneOf("notify", "event-idx", "always"));
   transport.queue.notify =
       event_idx ? NotifyMode::kEventIdx : NotifyMode::kAlways;
+  PVDISK_RETURN_IF_ERROR(ReadNvmeFlags(flags, transport.queue));
   PVDISK_ASSIGN_OR_RETURN(
       transport.queue.irq,
       ParseInterruptMode(std::string_view(flags.Get("irq", "inline"))));

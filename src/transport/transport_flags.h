@@ -1,9 +1,9 @@
 // The transport's flags of pvdisk mount (--frontend, --ring-size,
 // --max-segments, --queues, --backend-threads, --queue-map, --poll-us,
 // --engine-max-inflight, --merge, --dispatch, --plug-us, --persistent,
-// --notify, --irq): read, each checked against its range or words, and the
-// result checked as a whole (ValidateTransportOptions). Pure: no file, no
-// thread; the messages name the flag and what is allowed.
+// --notify, --irq, --nvme-data, --irq-coalesce): read, each checked against its
+// range or words, and the result checked as a whole (ValidateTransportOptions).
+// Pure: no file, no thread; the messages name the flag and what is allowed.
 #pragma once
 
 #include <cstdint>

@@ -142,6 +142,9 @@ INSTANTIATE_TEST_SUITE_P(FrontendsAndGrants, BackendKillTest,
                          ::testing::Combine(::testing::ValuesIn(AllFrontends()),
                                             ::testing::Values("on", "off")),
                          KillCaseName);
+INSTANTIATE_TEST_SUITE_P(Nvme, BackendKillTest,
+                         ::testing::Values(KillCase("nvme", "off")),
+                         KillCaseName);
 
 // Past --backend-restart-limit the disk fails: I/O in flight and new I/O
 // get EIO (no hang), the stats header says so, and the daemon still

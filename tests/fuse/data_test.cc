@@ -192,6 +192,10 @@ TEST_P(EndOfDiskTest, ReadsStopAtTheEndAndWritesPastItFail) {
             "");
 }
 
+INSTANTIATE_TEST_SUITE_P(Nvme, UnalignedIoTest,
+                         ::testing::Values(FrontendEngine("nvme", "uring")),
+                         FrontendEngineName);
+
 INSTANTIATE_TEST_SUITE_P(FrontendsAndEngines, EndOfDiskTest,
                          FrontendsTimesEngines({"uring", "sync"}),
                          FrontendEngineName);
@@ -260,7 +264,7 @@ TEST_P(FsyncTest, FsyncSendsAFlushAndCloseWithoutFsyncWorks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Frontends, FsyncTest,
-                         ::testing::ValuesIn(AllFrontends()),
+                         ::testing::ValuesIn(OfferedFrontends()),
                          [](const auto& info) {
                            return FrontendTestName(info.param);
                          });
@@ -365,6 +369,9 @@ TEST_P(FallocateTest, PunchedAndZeroedRangesReadZerosNeighboursIntact) {
 
 INSTANTIATE_TEST_SUITE_P(FrontendsAndEngines, FallocateTest,
                          FrontendsTimesEngines({"uring", "sync"}),
+                         FrontendEngineName);
+INSTANTIATE_TEST_SUITE_P(Nvme, FallocateTest,
+                         ::testing::Values(FrontendEngine("nvme", "uring")),
                          FrontendEngineName);
 
 // ---------------------------------------------------------------------------

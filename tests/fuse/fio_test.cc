@@ -331,10 +331,26 @@ TEST_P(UnmountDuringIoTest, FinishesInFlightWritesWithoutTornBlocks) {
   }
 }
 
+INSTANTIATE_TEST_SUITE_P(
+    Nvme, FioVerifyTest,
+    ::testing::Values(std::make_tuple("nvme", "sync", "Bsrange4kTo1mRing32"),
+                      std::make_tuple("nvme", "uring", "Unaligned1000")),
+    [](const auto& info) {
+      return FrontendTestName(std::get<0>(info.param)) + "_" +
+             std::get<1>(info.param) + "_" + std::get<2>(info.param);
+    });
+
 INSTANTIATE_TEST_SUITE_P(Frontends, UnmountDuringIoTest,
                          ::testing::Combine(::testing::ValuesIn(AllFrontends()),
                                             ::testing::Values("FullSpeed",
                                                               "RateLimited")),
+                         [](const auto& info) {
+                           return FrontendTestName(std::get<0>(info.param)) +
+                                  "_" + std::get<1>(info.param);
+                         });
+INSTANTIATE_TEST_SUITE_P(Nvme, UnmountDuringIoTest,
+                         ::testing::Values(std::make_tuple("nvme",
+                                                           "FullSpeed")),
                          [](const auto& info) {
                            return FrontendTestName(std::get<0>(info.param)) +
                                   "_" + std::get<1>(info.param);

@@ -809,6 +809,15 @@ const std::vector<std::string>& AllFrontends() {
   return frontends;
 }
 
+const std::vector<std::string>& OfferedFrontends() {
+  static const std::vector<std::string> frontends = [] {
+    std::vector<std::string> all = AllFrontends();
+    all.push_back("nvme");
+    return all;
+  }();
+  return frontends;
+}
+
 std::string FrontendTestName(const std::string& frontend) {
   std::string name = frontend;
   for (char& c : name) {

@@ -310,6 +310,11 @@ void ExpectFioClean(const CommandResult& fio);
 // CliTest HelpListsTheFrontendsTheSuiteCovers keeps this list in step with
 // `pvdisk mount --help`.
 const std::vector<std::string>& AllFrontends();
+// Every `--frontend` pvdisk offers: AllFrontends() and nvme, which runs in
+// the representative combinations only (fio verify, unaligned I/O, discard,
+// flush, unmount during I/O, backend kills: each test's "Nvme"
+// instantiation) to keep the suite's time.
+const std::vector<std::string>& OfferedFrontends();
 // `frontend` as part of a test name ("virtio-packed" -> "virtio_packed":
 // gtest names allow only letters, digits and '_').
 std::string FrontendTestName(const std::string& frontend);

@@ -490,6 +490,77 @@ ARGS = ["--disk\0a.img\0--queues\0004\0mnt",
         "--queues"]
 
 
+# --- nvme (nvme_device_ring_fuzzer.cc) ------------------------------------
+# Configuration: u8 size order (size = 2 << order % 8), virtio's limits, u8
+# mode (bit 0: notify always; bit 1: coalescing, then u8 threshold - 1 and
+# u16 time). Driver actions, then BackendSide's.
+N_ENTRY, N_PUSH, N_SQ_TAIL, N_CQ_HEAD, N_CQ_EVENT, N_CONSUME, N_DATA, \
+    N_RACE, N_TAKE, N_RESPOND, N_PUBLISH, N_FINAL = range(12)
+N_READ, N_WRITE, N_FLUSH, N_ZEROES, N_DSM = 0x02, 0x01, 0x00, 0x08, 0x09
+N_SGL = 0x40
+
+
+def nvme_config(order=3, mode=0, coalesce=b""):
+    return (u8(order) + virtio_config()[1:-1] + u8(mode) + coalesce)
+
+
+def ncommand(opcode, cid, slba=0, blocks=1, dptr0=0, dptr1=0, flags=0,
+             cdw10=None, cdw11=None, cdw12=None):
+    return (u8(opcode) + u8(flags) + u16(cid) + u32(1) + u32(0) + u32(0) +
+            u64(0) + u64(dptr0) + u64(dptr1) +
+            u32(slba if cdw10 is None else cdw10) +
+            u32(slba >> 32 if cdw11 is None else cdw11) +
+            u32(blocks - 1 if cdw12 is None else cdw12) + u32(0) * 3)
+
+
+def npush(cmd):
+    return u8(N_PUSH) + cmd
+
+
+def ndata(offset, payload):
+    return u8(N_DATA) + u32(offset) + u8(len(payload)) + payload
+
+
+def nanswer(n, code=0):
+    return ((u8(N_RESPOND) + u8(0) + u8(code)) * n + u8(N_PUBLISH) +
+            u8(N_CONSUME) + u8(n + 1) + u8(N_FINAL))
+
+
+def sgl(addr, length, kind):
+    return u64(addr) + u32(length) + b"\0\0\0" + u8(kind)
+
+
+def nvme_seeds():
+    take = u8(N_TAKE)
+    s = {}
+    s["read-prp"] = (nvme_config() +
+                     npush(ncommand(N_READ, 1, 8, 16, 4096, 8192)) + take +
+                     nanswer(1))
+    prp_list = u64(8192) + u64(12288) + u64(16384)
+    s["write-prp-list"] = (nvme_config(mode=1) + ndata(40960, prp_list) +
+                           npush(ncommand(N_WRITE, 2, 0, 32, 4096, 40960)) +
+                           take + nanswer(1, code=1))
+    seg = sgl(4096, 4096, 0) + sgl(12288, 2048, 0)
+    s["read-sgl-segment"] = (
+        nvme_config() + ndata(40960, seg) +
+        npush(ncommand(N_READ, 3, 0, 12, flags=N_SGL)[:24] +
+              sgl(40960, 32, 0x30) + ncommand(N_READ, 3, 0, 12)[40:]) +
+        take + nanswer(1))
+    s["flush-zeroes-dsm"] = (
+        nvme_config(mode=2, coalesce=u8(1) + u16(50)) +
+        ndata(0, u32(0) + u32(8) + u64(16)) +
+        npush(ncommand(N_FLUSH, 4)) +
+        npush(ncommand(N_ZEROES, 5, 64, 8, cdw12=7 | (1 << 25))) +
+        npush(ncommand(N_DSM, 6, dptr0=0, cdw10=0, cdw11=4, cdw12=0)) +
+        take * 3 + nanswer(3))
+    s["bad-doorbell"] = (nvme_config() + npush(ncommand(N_READ, 1, 0, 8)) +
+                         u8(N_SQ_TAIL) + u32(1000) + take + nanswer(0))
+    s["cid-conflict"] = (nvme_config() + npush(ncommand(N_READ, 7, 0, 8)) +
+                         npush(ncommand(N_READ, 7, 8, 8)) + take * 2 +
+                         nanswer(2))
+    return s
+
+
 def write(name, seeds):
     folder = os.path.join(HERE, "corpus", name)
     os.makedirs(folder, exist_ok=True)
@@ -505,6 +576,7 @@ def main():
     write("blkif_device_ring", blkif_seeds())
     write("virtio_device_ring", virtio_seeds())
     write("virtio_packed_device_ring", packed_seeds())
+    write("nvme_device_ring", nvme_seeds())
     write("fuse_session", fuse_session_seeds())
     write("size", text_seeds(SIZE))
     write("disk_arg", text_seeds(DISK_ARG))

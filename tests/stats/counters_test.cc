@@ -42,6 +42,7 @@ const std::vector<std::string_view>& ExpectedNames() {
       "kicks_suppressed",
       "irqs_sent",
       "irqs_suppressed",
+      "irqs_coalesced",
       "final_check_again",
       "polls_hit",
       "grant_maps",

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "transport/blkif/protocol.h"
+#include "transport/nvme/protocol.h"
 #include "transport/queue.h"
 #include "transport/virtio/protocol.h"
 #include "transport/virtio_packed/protocol.h"
@@ -20,8 +21,8 @@ namespace pvdisk::transport {
 namespace {
 
 TEST(MemoryBudgetTest, QueueRegionIsWhatTheBudgetComputes) {
-  for (const Protocol* protocol :
-       {&BlkifProtocol(), &VirtioProtocol(), &VirtioPackedProtocol()}) {
+  for (const Protocol* protocol : {&BlkifProtocol(), &VirtioProtocol(),
+                                   &VirtioPackedProtocol(), &NvmeProtocol()}) {
     for (uint32_t ring_size : {32u, 256u, 1024u}) {
       for (uint32_t segments : {11u, 64u, 256u, 1024u}) {
         QueueOptions options;

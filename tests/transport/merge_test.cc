@@ -31,6 +31,7 @@
 #include "transport/driver_ring.h"
 #include "transport/event_fd.h"
 #include "transport/frontend_queue.h"
+#include "transport/nvme/protocol.h"
 #include "transport/protocol.h"
 #include "transport/ring_request.h"
 #include "transport/virtio/protocol.h"
@@ -965,10 +966,10 @@ TEST_P(MergeTransportTest, ConcurrentSequentialWritesMerge) {
 // The "Merge" prefix keeps these in --gtest_filter='Merge*'.
 INSTANTIATE_TEST_SUITE_P(
     MergeEnginesAndProtocols, MergeTransportTest,
-    ::testing::Combine(::testing::Values(io::EngineKind::kSync,
-                                         io::EngineKind::kUring),
-                       ::testing::Values(&BlkifProtocol(), &VirtioProtocol(),
-                                         &VirtioPackedProtocol())),
+    ::testing::Combine(
+        ::testing::Values(io::EngineKind::kSync, io::EngineKind::kUring),
+        ::testing::Values(&BlkifProtocol(), &VirtioProtocol(),
+                          &VirtioPackedProtocol(), &NvmeProtocol())),
     EngineAndProtocolName);
 
 }  // namespace

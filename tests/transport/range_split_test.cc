@@ -1,9 +1,9 @@
 // Discard and write-zeroes ranges longer than a ring request can carry:
-// virtio-blk's DiscardSegment holds 32 bits of
-// sectors, so the FrontendQueue splits a longer range at the protocol's
-// MaxRangeSectors (counted as `splits`); blkif's 64-bit nr_sectors takes any
-// range whole. Ranges just below, at and above 2^32 sectors, on a sparse
-// 3 TiB image.
+// virtio-blk's DiscardSegment and NVMe's DSM range hold 32 bits of sectors
+// (NVMe's Write Zeroes 16), so the FrontendQueue splits a longer range at the
+// protocol's MaxRangeSectors (counted as `splits`); blkif's 64-bit nr_sectors
+// takes any range whole. Ranges just below, at and above 2^32 sectors, on a
+// sparse 3 TiB image.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -17,6 +17,8 @@
 #include "stats/counters.h"
 #include "transport/blkif/protocol.h"
 #include "transport/block_io.h"
+#include "transport/nvme/format.h"
+#include "transport/nvme/protocol.h"
 #include "transport/virtio/format.h"
 #include "transport/virtio/protocol.h"
 #include "transport/virtio_packed/protocol.h"
@@ -41,9 +43,14 @@ const std::vector<uint64_t>& Lengths() {
 
 // Ring requests a range of `sectors` takes under `protocol`.
 uint64_t PiecesFor(const Protocol* protocol, BlockOp op, uint64_t sectors) {
-  if (protocol == &BlkifProtocol()) return 1;  // virtio: either layout
+  if (protocol == &BlkifProtocol()) return 1;
   uint64_t limit = op == BlockOp::kDiscard ? virtio::kMaxDiscardSectors
                                            : virtio::kMaxWriteZeroesSectors;
+  // NVMe: Dataset Management's 32-bit count as virtio's; Write Zeroes'
+  // 16-bit one.
+  if (protocol == &NvmeProtocol() && op == BlockOp::kWriteZeroes) {
+    limit = nvme::kMaxBlocksPerCommand;
+  }
   return (sectors + limit - 1) / limit;
 }
 
@@ -129,7 +136,7 @@ TEST_P(RangeSplitTest, WriteZeroesAroundTwoToThe32SectorsIsSplitAndSucceeds) {
 INSTANTIATE_TEST_SUITE_P(
     Protocols, RangeSplitTest,
     ::testing::Values(&BlkifProtocol(), &VirtioProtocol(),
-                      &VirtioPackedProtocol()),
+                      &VirtioPackedProtocol(), &NvmeProtocol()),
     [](const ::testing::TestParamInfo<const Protocol*>& info) {
       return testing::ProtocolTestName(info.param);
     });

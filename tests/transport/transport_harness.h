@@ -30,6 +30,7 @@
 #include "stats/counters.h"
 #include "stats/queue_stats.h"
 #include "transport/block_io.h"
+#include "transport/nvme/protocol.h"
 #include "transport/protocol.h"
 #include "transport/queue.h"
 #include "transport/transport.h"
@@ -141,6 +142,8 @@ struct TransportConfig {
   uint32_t max_segments = 11;
   bool persistent = true;
   NotifyMode notify = NotifyMode::kEventIdx;
+  DataPointerMode nvme_data = DataPointerMode::kPrp;  // --frontend nvme only
+  IrqCoalesce irq_coalesce;                           // --frontend nvme only
   InterruptMode irq = InterruptMode::kInline;
   bool read_only = false;
   BackendOptions backend;
@@ -200,6 +203,8 @@ class TransportFixture : public ::testing::Test {
     options.queue.max_segments = config.max_segments;
     options.queue.persistent = config.persistent;
     options.queue.notify = config.notify;
+    options.queue.nvme_data = config.nvme_data;
+    options.queue.irq_coalesce = config.irq_coalesce;
     options.queue.irq = config.irq;
     options.queue.policy = config.policy;
     options.queue.disk_sectors = image_->size_sectors();

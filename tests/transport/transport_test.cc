@@ -22,6 +22,7 @@
 #include "stats/counters.h"
 #include "transport/blkif/protocol.h"
 #include "transport/block_io.h"
+#include "transport/nvme/protocol.h"
 #include "transport/protocol.h"
 #include "transport/queue.h"
 #include "transport/virtio/protocol.h"
@@ -48,8 +49,14 @@ bool IsVirtio(const Protocol* protocol) {
 
 // Whether a ring request of `pages` data pages goes out of the ring: blkif
 // puts 11 segments in the slot; virtio chains header, 2 pages and status
-// directly, longer chains go into an indirect table.
-bool IsIndirect(const Protocol* protocol, uint64_t pages) {
+// directly, longer chains go into an indirect table; NVMe's PRP1 and PRP2
+// hold 2 pages, more need a PRP list, and its SGL1 is one data block, which
+// is all the pool's contiguous pages need.
+bool IsIndirect(const Protocol* protocol, uint64_t pages,
+                DataPointerMode data = DataPointerMode::kPrp) {
+  if (protocol == &NvmeProtocol()) {
+    return data == DataPointerMode::kPrp && pages > 2;
+  }
   return pages > (IsVirtio(protocol) ? 2u : 11u);
 }
 
@@ -440,7 +447,8 @@ TEST_P(TransportTest, LargestBlockIoAtBothSegmentLimits) {
       if (IsIndirect(protocol(), (sectors + 7) / 8)) ++indirect;
     }
     EXPECT_EQ(Get(Counter::indirect_reqs), 2 * indirect);
-    if (max_segments > 11 || IsVirtio(protocol())) {
+    if (max_segments > 11 || IsVirtio(protocol()) ||
+        protocol() == &NvmeProtocol()) {
       EXPECT_EQ(indirect, children);
     } else {
       EXPECT_EQ(indirect, 0u);
@@ -590,10 +598,10 @@ TEST_P(TransportTest, FixedBuffersWithUringAndPersistentGrants) {
 
 INSTANTIATE_TEST_SUITE_P(
     EnginesAndProtocols, TransportTest,
-    ::testing::Combine(::testing::Values(io::EngineKind::kSync,
-                                         io::EngineKind::kUring),
-                       ::testing::Values(&BlkifProtocol(), &VirtioProtocol(),
-                                         &VirtioPackedProtocol())),
+    ::testing::Combine(
+        ::testing::Values(io::EngineKind::kSync, io::EngineKind::kUring),
+        ::testing::Values(&BlkifProtocol(), &VirtioProtocol(),
+                          &VirtioPackedProtocol(), &NvmeProtocol())),
     EngineAndProtocolName);
 
 // A virtio DISCARD takes 3 descriptors (header, segment, status) though it
@@ -648,6 +656,8 @@ std::string ConfigName(const ::testing::TestParamInfo<TransportConfig>& info) {
   name += c.persistent ? "_persistent" : "_perrequest";
   name += c.notify == NotifyMode::kAlways ? "_always" : "_eventidx";
   if (c.irq == InterruptMode::kThread) name += "_irqthread";
+  if (c.nvme_data == DataPointerMode::kSgl) name += "_sgl";
+  if (c.irq_coalesce.threshold > 0) name += "_coalesce";
   if (c.queues > 1) {
     name += "_";
     for (char ch : QueueMapName(c.queue_map)) {
@@ -695,6 +705,20 @@ TransportConfig VirtioConfig(io::EngineKind engine, uint32_t queues,
 // The same over the packed virtqueue.
 TransportConfig Packed(TransportConfig config) {
   config.protocol = &VirtioPackedProtocol();
+  return config;
+}
+
+// The same over NVMe queue pairs, with SGLs or interrupt coalescing.
+TransportConfig Nvme(TransportConfig config) {
+  config.protocol = &NvmeProtocol();
+  return config;
+}
+TransportConfig Sgl(TransportConfig config) {
+  config.nvme_data = DataPointerMode::kSgl;
+  return config;
+}
+TransportConfig Coalesced(TransportConfig config) {
+  config.irq_coalesce = IrqCoalesce{8, 100};
   return config;
 }
 
@@ -830,7 +854,7 @@ TEST_P(TransportMatrixTest, MixedConcurrentWritesReadBackAndCounters) {
   for (uint64_t c = 0; c < children; ++c) {
     const uint64_t pages =
         std::min<uint64_t>(per_request, 2048 - c * per_request) / 8;
-    if (IsIndirect(config.protocol, pages)) ++indirect;
+    if (IsIndirect(config.protocol, pages, config.nvme_data)) ++indirect;
   }
   auto delta = [](const stats::QueueSnapshot& a, const stats::QueueSnapshot& b,
                   Counter c) { return b.Get(c) - a.Get(c); };
@@ -845,7 +869,7 @@ TEST_P(TransportMatrixTest, MixedConcurrentWritesReadBackAndCounters) {
     case 11:
       EXPECT_EQ(children, 24u);
       // 11 pages fit a blkif slot, not a direct virtio chain.
-      if (IsVirtio(config.protocol)) {
+      if (IsIndirect(config.protocol, 11, config.nvme_data)) {
         EXPECT_EQ(delta(after_mixed, after_write, Counter::indirect_reqs), 24u);
       } else {
         EXPECT_EQ(after_read.Get(Counter::indirect_reqs), 0u);
@@ -853,11 +877,13 @@ TEST_P(TransportMatrixTest, MixedConcurrentWritesReadBackAndCounters) {
       break;
     case 32:
       EXPECT_EQ(children, 8u);
-      EXPECT_GT(after_read.Get(Counter::indirect_reqs), 0u);
+      EXPECT_EQ(after_read.Get(Counter::indirect_reqs) > 0,
+                IsIndirect(config.protocol, 32, config.nvme_data));
       break;
     case 256:
       EXPECT_EQ(children, 1u);
-      EXPECT_GT(after_read.Get(Counter::indirect_reqs), 0u);
+      EXPECT_EQ(after_read.Get(Counter::indirect_reqs) > 0,
+                IsIndirect(config.protocol, 256, config.nvme_data));
       break;
   }
 
@@ -873,7 +899,9 @@ TEST_P(TransportMatrixTest, MixedConcurrentWritesReadBackAndCounters) {
   }
   // blkif notifies on every push under `always`; virtio then uses the
   // NO_NOTIFY / NO_INTERRUPT flags, which do suppress.
-  if (config.notify == NotifyMode::kAlways && !IsVirtio(config.protocol)) {
+  // Interrupt coalescing suppresses too.
+  if (config.notify == NotifyMode::kAlways && !IsVirtio(config.protocol) &&
+      config.irq_coalesce.threshold == 0) {
     EXPECT_EQ(totals.Get(Counter::kicks_suppressed), 0u);
     EXPECT_EQ(totals.Get(Counter::irqs_suppressed), 0u);
   }
@@ -927,7 +955,14 @@ INSTANTIATE_TEST_SUITE_P(
         Packed(VirtioConfig(EngineKind::kUring, 1, 1, 1024, 11, true,
                             NotifyMode::kEventIdx)),
         WithIrqThread(Packed(VirtioConfig(EngineKind::kUring, 4, 1, 256, 256,
-                                          true, NotifyMode::kEventIdx)))),
+                                          true, NotifyMode::kEventIdx))),
+        Sgl(Nvme(VirtioConfig(EngineKind::kSync, 4, 1, 64, 256, false,
+                              NotifyMode::kAlways, QueueMap::kThread))),
+        Coalesced(Nvme(VirtioConfig(EngineKind::kUring, 4, 2, 1024, 256, false,
+                                    NotifyMode::kEventIdx,
+                                    QueueMap::kRoundRobin))),
+        WithIrqThread(Coalesced(Sgl(Nvme(VirtioConfig(
+            EngineKind::kUring, 4, 1, 256, 600, true, NotifyMode::kAlways)))))),
     ConfigName);
 
 }  // namespace

@@ -23,19 +23,17 @@ class Blkif final : public Protocol {
     return (max_segments + blkif::kSegmentsPerIndirectPage - 1) /
            blkif::kSegmentsPerIndirectPage;
   }
-  std::unique_ptr<DriverRing> NewDriverRing(uint8_t* ring_memory,
-                                            uint32_t slots,
-                                            uint8_t* data_memory,
-                                            NotifyMode notify) const override {
+  std::unique_ptr<DriverRing> NewDriverRing(
+      uint8_t* ring_memory, uint32_t slots, uint8_t* data_memory,
+      const RingConfig& config) const override {
     return std::make_unique<BlkifDriverRing>(ring_memory, slots, data_memory,
-                                             notify);
+                                             config.notify);
   }
-  std::unique_ptr<DeviceRing> NewDeviceRing(uint8_t* ring_memory,
-                                            uint32_t slots, GrantMapper* grants,
-                                            const DeviceLimits& limits,
-                                            NotifyMode notify) const override {
+  std::unique_ptr<DeviceRing> NewDeviceRing(
+      uint8_t* ring_memory, uint32_t slots, GrantMapper* grants,
+      const DeviceLimits& limits, const RingConfig& config) const override {
     return std::make_unique<BlkifDeviceRing>(ring_memory, slots, grants, limits,
-                                             notify);
+                                             config.notify);
   }
 };
 

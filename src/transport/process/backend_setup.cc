@@ -22,6 +22,9 @@ std::string EncodeSetup(const BackendSetup& setup) {
   out.PutU64(queue.max_segments);
   out.PutU64(queue.persistent ? 1 : 0);
   out.PutU64(queue.notify == NotifyMode::kEventIdx ? 1 : 0);
+  out.PutU64(queue.nvme_data == DataPointerMode::kSgl ? 1 : 0);
+  out.PutU64(queue.irq_coalesce.threshold);
+  out.PutU64(queue.irq_coalesce.time_us);
   out.PutU64(queue.disk_sectors);
   out.PutU64(queue.read_only ? 1 : 0);
   out.PutString(queue.serial);
@@ -43,11 +46,15 @@ absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
   BackendSetup setup;
   QueueOptions& queue = setup.queue;
   std::string protocol;
+  uint64_t sgl, coalesce_threshold, coalesce_us;
   uint64_t ring_size, max_segments, persistent, event_idx, read_only, queues,
       threads, max_inflight, poll_us, image_files, log_target;
   if (!in.GetString(&protocol) || !in.GetU64(&ring_size) ||
       !in.GetU64(&max_segments) || !in.GetU64(&persistent) ||
-      !in.GetU64(&event_idx) || !in.GetU64(&queue.disk_sectors) ||
+      !in.GetU64(&event_idx) || !in.GetU64(&sgl) ||
+      !in.GetU64(&coalesce_threshold) || !in.GetU64(&coalesce_us) ||
+      coalesce_threshold > kMaxCoalesceThreshold ||
+      coalesce_us > kMaxCoalesceTimeUs || !in.GetU64(&queue.disk_sectors) ||
       !in.GetU64(&read_only) || !in.GetString(&queue.serial) ||
       !in.GetString(&queue.name) || !in.GetString(&queue.disk) ||
       !in.GetU64(&queues) || !in.GetU64(&threads) ||
@@ -64,6 +71,9 @@ absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
   queue.max_segments = static_cast<uint32_t>(max_segments);
   queue.persistent = persistent != 0;
   queue.notify = event_idx != 0 ? NotifyMode::kEventIdx : NotifyMode::kAlways;
+  queue.nvme_data = sgl != 0 ? DataPointerMode::kSgl : DataPointerMode::kPrp;
+  queue.irq_coalesce.threshold = static_cast<uint32_t>(coalesce_threshold);
+  queue.irq_coalesce.time_us = static_cast<uint32_t>(coalesce_us);
   queue.read_only = read_only != 0;
   setup.queues = static_cast<uint32_t>(queues);
   setup.backend_threads = static_cast<uint32_t>(threads);

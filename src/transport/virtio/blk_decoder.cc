@@ -12,9 +12,7 @@ constexpr uint64_t kSector = 512;
 }  // namespace
 
 BlkDecoder::BlkDecoder(GrantMapper* grants, const DeviceLimits& limits)
-    : grants_(grants),
-      limits_(limits),
-      data_bytes_(uint64_t{limits.data_pages} * kPageSize) {}
+    : area_(grants, limits.data_pages), limits_(limits) {}
 
 void BlkDecoder::Reset(uint64_t id, DeviceRequest* out) {
   out->id = id;
@@ -28,29 +26,15 @@ void BlkDecoder::Reset(uint64_t id, DeviceRequest* out) {
 }
 
 bool BlkDecoder::InsideData(uint64_t addr, uint64_t len) const {
-  return addr <= data_bytes_ && len <= data_bytes_ - addr;
+  return area_.Inside(addr, len);
 }
 
 bool BlkDecoder::CopyFromData(uint64_t addr, void* to, size_t len) {
-  if (len == 0) return true;
-  uint32_t first = static_cast<uint32_t>(addr / kPageSize);
-  uint32_t last = static_cast<uint32_t>((addr + len - 1) / kPageSize);
-  PageMapping mapping;
-  if (!grants_->MapPages(first, last - first + 1, &mapping)) return false;
-  std::memcpy(to, mapping.address + addr % kPageSize, len);
-  grants_->UnmapPages(mapping);
-  return true;
+  return area_.CopyFrom(addr, to, len);
 }
 
 bool BlkDecoder::CopyToData(uint64_t addr, const void* from, size_t len) {
-  if (len == 0) return true;
-  uint32_t first = static_cast<uint32_t>(addr / kPageSize);
-  uint32_t last = static_cast<uint32_t>((addr + len - 1) / kPageSize);
-  PageMapping mapping;
-  if (!grants_->MapPages(first, last - first + 1, &mapping)) return false;
-  std::memcpy(mapping.address + addr % kPageSize, from, len);
-  grants_->UnmapPages(mapping);
-  return true;
+  return area_.CopyTo(addr, from, len);
 }
 
 uint64_t BlkDecoder::StatusOffset(const std::vector<Buffer>& chain) const {

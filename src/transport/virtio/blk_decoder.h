@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "transport/data_area.h"
 #include "transport/device_ring.h"
 #include "transport/grant_mapper.h"
 #include "transport/virtio/blk_chain.h"
@@ -68,9 +69,8 @@ class BlkDecoder {
   uint64_t StatusOffset(const std::vector<Buffer>& chain) const;
   TakeResult AnswerGetId(const std::vector<Buffer>& chain, DeviceRequest* out);
 
-  GrantMapper* grants_;
+  DataArea area_;
   DeviceLimits limits_;
-  uint64_t data_bytes_;
 };
 
 }  // namespace pvdisk::transport::virtio

@@ -18,19 +18,17 @@ class Virtio final : public Protocol {
   uint32_t TablePagesPerRequest(uint32_t max_segments) const override {
     return virtio::TablePagesPerRequest(max_segments);
   }
-  std::unique_ptr<DriverRing> NewDriverRing(uint8_t* ring_memory,
-                                            uint32_t slots,
-                                            uint8_t* data_memory,
-                                            NotifyMode notify) const override {
+  std::unique_ptr<DriverRing> NewDriverRing(
+      uint8_t* ring_memory, uint32_t slots, uint8_t* data_memory,
+      const RingConfig& config) const override {
     return std::make_unique<VirtioDriverRing>(ring_memory, slots, data_memory,
-                                              notify);
+                                              config.notify);
   }
-  std::unique_ptr<DeviceRing> NewDeviceRing(uint8_t* ring_memory,
-                                            uint32_t slots, GrantMapper* grants,
-                                            const DeviceLimits& limits,
-                                            NotifyMode notify) const override {
+  std::unique_ptr<DeviceRing> NewDeviceRing(
+      uint8_t* ring_memory, uint32_t slots, GrantMapper* grants,
+      const DeviceLimits& limits, const RingConfig& config) const override {
     return std::make_unique<VirtioDeviceRing>(ring_memory, slots, grants,
-                                              limits, notify);
+                                              limits, config.notify);
   }
 };
 
