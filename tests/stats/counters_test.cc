@@ -62,6 +62,10 @@ const std::vector<std::string_view>& ExpectedNames() {
       "clusters_allocated",
       "cow_bytes",
       "compressed_reads",
+      "unsafe_bytes",
+      "unsafe_bytes_max",
+      "flushes",
+      "full_flushes",
   };
   return *names;
 }
@@ -84,7 +88,7 @@ TEST(CountersTest, EnumIndexMatchesInfoTable) {
   EXPECT_EQ(kCounterInfo[Index(Counter::grant_unmaps)].name, "grant_unmaps");
   EXPECT_EQ(Index(Counter::grant_unmaps), Index(Counter::grant_maps) + 1);
   EXPECT_EQ(kCounterInfo[Index(Counter::errors)].name, "errors");
-  EXPECT_EQ(Index(Counter::compressed_reads), kNumCounters - 1);
+  EXPECT_EQ(Index(Counter::full_flushes), kNumCounters - 1);
 }
 
 TEST(CountersTest, KindsAndMeanings) {
@@ -93,8 +97,11 @@ TEST(CountersTest, KindsAndMeanings) {
     EXPECT_TRUE(seen.insert(info.name).second) << "duplicate " << info.name;
     EXPECT_FALSE(info.meaning.empty()) << info.name;
     CounterKind expected = CounterKind::kCount;
-    if (info.name == "inflight") expected = CounterKind::kGauge;
-    if (info.name == "inflight_max" || info.name == "engine_inflight_max") {
+    if (info.name == "inflight" || info.name == "unsafe_bytes") {
+      expected = CounterKind::kGauge;
+    }
+    if (info.name == "inflight_max" || info.name == "engine_inflight_max" ||
+        info.name == "unsafe_bytes_max") {
       expected = CounterKind::kMax;
     }
     EXPECT_EQ(info.kind, expected) << info.name;
