@@ -1,6 +1,6 @@
-// Fuzzes ParseStatsCommand: any bytes written to the stats file are either
-// the one command (and then "reset" is what they say) or refused with an
-// InvalidArgument naming the allowed command.
+// Fuzzes ParseStatsRequest: any bytes written to the stats file are either
+// one of its commands (and then they say "reset", or "powercut" and a disk
+// name) or refused with an InvalidArgument naming the allowed commands.
 #include <cstdint>
 #include <string>
 
@@ -10,11 +10,22 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view text(reinterpret_cast<const char*>(data), size);
-  absl::StatusOr<pvdisk::stats::StatsCommand> command =
-      pvdisk::stats::ParseStatsCommand(text);
+  absl::StatusOr<pvdisk::stats::StatsRequest> command =
+      pvdisk::stats::ParseStatsRequest(text);
   if (command.ok()) {
-    FUZZ_CHECK(absl::StrContains(text, "reset"),
-               "a command accepted that does not say reset");
+    if (command->command == pvdisk::stats::StatsCommand::kReset) {
+      FUZZ_CHECK(absl::StrContains(text, "reset"),
+                 "a reset accepted that does not say reset");
+    } else {
+      FUZZ_CHECK(absl::StrContains(text, "powercut"),
+                 "a power cut accepted that does not say powercut");
+      FUZZ_CHECK(
+          !command->disk.empty() && absl::StrContains(text, command->disk),
+          "a power cut of a disk the write does not name");
+      FUZZ_CHECK(command->keep == "none" || command->keep == "all" ||
+                     command->keep == "random",
+                 "a power cut with a keep outside none, all, random");
+    }
     FUZZ_CHECK(size < 4096, "an absurdly long write accepted");
   } else {
     FUZZ_CHECK(command.status().code() == absl::StatusCode::kInvalidArgument,

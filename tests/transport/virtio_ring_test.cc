@@ -176,13 +176,14 @@ TEST(VirtioProtocolTest, RegisteredWithItsLayout) {
   auto blkif = FindProtocol("blkif");
   ASSERT_TRUE(blkif.ok()) << blkif.status();
   EXPECT_EQ(*blkif, &BlkifProtocol());
-  auto unknown = FindProtocol("nvme");
+  auto unknown = FindProtocol("scsi");
   EXPECT_FALSE(unknown.ok());
-  EXPECT_NE(unknown.status().message().find("blkif or virtio or virtio-packed"),
+  EXPECT_NE(unknown.status().message().find(
+                "blkif or virtio or virtio-packed or nvme"),
             absl::string_view::npos)
       << unknown.status();
-  EXPECT_EQ(ProtocolNames(), (std::vector<std::string_view>{"blkif", "virtio",
-                                                            "virtio-packed"}));
+  EXPECT_EQ(ProtocolNames(), (std::vector<std::string_view>{
+                                 "blkif", "virtio", "virtio-packed", "nvme"}));
 
   const Protocol& virtio_protocol = VirtioProtocol();
   EXPECT_EQ(virtio_protocol.name(), "virtio");
