@@ -25,6 +25,8 @@ packages=(
   qemu-block-extra  # qemu-storage-daemon's rbd driver: bench/compare --rbd
   linux-perf       # perf: bench/spans traces the io_uring and fuse tracepoints
   lintian          # tests/packaging: checks the Debian package `make deb` makes
+  groff-base man-db  # docs.reference renders the man pages and checks for warnings
+  sqlite3 e2fsprogs  # bench/compare --group latency's sqlite job, the loop-device ext4 tests
   prometheus       # promtool: the tests check the mount's metrics file with it
 )
 
