@@ -24,6 +24,7 @@
 #include "fuse_harness.h"
 #include "gtest/gtest.h"
 #include "image/qcow2/compressed.h"
+#include "qemu_judge.h"
 
 namespace pvdisk::fuse_testing {
 namespace {
@@ -131,21 +132,6 @@ TEST(Qcow2InflateTest, ShortTruncatedGarbageAndUnknownTypeAreRefused) {
   EXPECT_EQ(guarded.back(), 0x5c);
 }
 
-CommandResult Sh(const std::string& line) {
-  return RunCommand({"sh", "-c", line}, std::chrono::seconds(120));
-}
-void ShOk(const std::string& line) {
-  CommandResult r = Sh(line);
-  ASSERT_EQ(r.exit_code, 0) << line << "\n" << r.Describe();
-}
-
-#define PVDISK_REQUIRE_QEMU()                                   \
-  do {                                                          \
-    PVDISK_REQUIRE_FUSE();                                      \
-    if (Sh("command -v qemu-img").exit_code != 0)               \
-      GTEST_SKIP() << "qemu-img (qemu-utils) is not installed"; \
-  } while (0)
-
 // 4 MiB of 64 KiB pieces: random (stored uncompressed: it does not
 // shrink), zeros, a repeated string, and random, zero and repeated parts
 // in one cluster.
@@ -163,14 +149,6 @@ void MakeCompressed(const TempDir& dir, const std::string& name,
                     const std::string& options) {
   ShOk("cd '" + dir.path() + "' && qemu-img convert -q -c -f raw -O qcow2 " +
        options + " src.raw " + name);
-}
-
-std::string QemuRaw(const TempDir& dir, const std::string& image) {
-  const std::string raw = dir.Path("judge.raw");
-  ShOk("qemu-img convert -U -O raw '" + image + "' '" + raw + "'");
-  std::string bytes = ReadWholeFile(raw);
-  unlink(raw.c_str());
-  return bytes;
 }
 
 struct Kind {

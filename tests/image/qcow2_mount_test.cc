@@ -25,43 +25,12 @@
 #include "backend_process_util.h"
 #include "fuse_harness.h"
 #include "gtest/gtest.h"
+#include "qemu_judge.h"
 
 namespace pvdisk::fuse_testing {
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
-
-// Runs a shell command line; fails the test unless it exits 0.
-CommandResult Sh(const std::string& line) {
-  return RunCommand({"sh", "-c", line}, std::chrono::seconds(120));
-}
-void ShOk(const std::string& line) {
-  CommandResult r = Sh(line);
-  ASSERT_EQ(r.exit_code, 0) << line << "\n" << r.Describe();
-}
-
-std::string QemuUnavailableReason() {
-  if (Sh("command -v qemu-img && command -v qemu-io").exit_code != 0) {
-    return "qemu-img and qemu-io (qemu-utils) are not installed";
-  }
-  return "";
-}
-
-#define PVDISK_REQUIRE_QEMU()                                    \
-  do {                                                           \
-    PVDISK_REQUIRE_FUSE();                                       \
-    if (std::string why = QemuUnavailableReason(); !why.empty()) \
-      GTEST_SKIP() << why;                                       \
-  } while (0)
-
-// The disk as QEMU reads it (-U: the mount holds the image's lock).
-std::string QemuRaw(const TempDir& dir, const std::string& image) {
-  const std::string raw = dir.Path("judge.raw");
-  ShOk("qemu-img convert -U -O raw '" + image + "' '" + raw + "'");
-  std::string bytes = ReadWholeFile(raw);
-  unlink(raw.c_str());
-  return bytes;
-}
 
 // One image to read through the mount: the shell commands that make it
 // in the test's directory (their working directory), and its file name.
