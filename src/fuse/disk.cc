@@ -1,5 +1,6 @@
 #include "fuse/disk.h"
 
+#include <algorithm>
 #include <functional>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include "image/open_image.h"
 #include "image/raw_image.h"
 #include "io/test_fault.h"
+#include "transport/nvme/protocol.h"
 #include "transport/process/wire.h"
 
 namespace pvdisk::fuse {
@@ -58,6 +60,21 @@ absl::Status CheckVolatileCache(const DiskSpec& spec, const image::Image& image,
     return refuse("needs an engine that writes the image (uring or sync)");
   }
   return absl::OkStatus();
+}
+
+// The nvme frontend's own settings (--nvme-data, --irq-coalesce), for its
+// disk's configuration after the notification scheme they refine.
+std::vector<std::pair<std::string, std::string>> NvmeConfig(
+    const transport::QueueOptions& queue) {
+  const transport::IrqCoalesce& coalesce = queue.irq_coalesce;
+  return {
+      {"nvme_data",
+       queue.nvme_data == transport::DataPointerMode::kPrp ? "prp" : "sgl"},
+      {"irq_coalesce",
+       coalesce.threshold == 0
+           ? std::string("off")
+           : absl::StrCat(coalesce.threshold, ",", coalesce.time_us)},
+  };
 }
 
 }  // namespace
@@ -361,6 +378,13 @@ stats::DiskReport Disk::Report() const {
                         : std::string(transport::PlacementName(t.placement))},
       {"backend", supervisor_ ? "process" : "thread"},
   };
+  if (&transport_->queue(0).protocol() == &transport::NvmeProtocol()) {
+    auto notify =
+        std::find_if(report.config.begin(), report.config.end(),
+                     [](const auto& entry) { return entry.first == "notify"; });
+    std::vector<std::pair<std::string, std::string>> nvme = NvmeConfig(t.queue);
+    report.config.insert(notify + 1, nvme.begin(), nvme.end());
+  }
   if (supervisor_) {
     report.config.push_back(
         {"backend_pid", absl::StrCat(supervisor_->backend_pid())});

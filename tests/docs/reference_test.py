@@ -180,7 +180,8 @@ class ReferenceTest(unittest.TestCase):
             image = os.path.join(scratch.dir, "disk0.img")
             subprocess.run([docslib.pvdisk(), "create", image, "--size", "16M"],
                            check=True, capture_output=True, timeout=30)
-            for n, flags in enumerate([[], ["--backend", "process"]]):
+            for n, flags in enumerate(
+                    [[], ["--backend", "process", "--frontend", "nvme"]]):
                 mnt = os.path.join(scratch.dir, "mnt%d" % n)
                 os.mkdir(mnt)
                 out = subprocess.run(
@@ -196,6 +197,7 @@ class ReferenceTest(unittest.TestCase):
         finally:
             self.assertEqual(scratch.close(), [], "mounts left behind")
         self.assertIn("backend_pid", keys)  # the second mount's config
+        self.assertIn("nvme_data", keys)  # and its frontend's
         stats = section(self.text, "## The stats files")
         missing = sorted(k for k in keys if "`%s`" % k not in stats)
         self.assertEqual(missing, [], "stats.json fields the reference lacks")

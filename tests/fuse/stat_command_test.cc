@@ -232,6 +232,52 @@ TEST(StatCommandTest, BadInputIsRefusedWithOneLine) {
   EXPECT_NE(proc.err.find("not a pvdisk"), std::string::npos) << proc.err;
 }
 
+// An nvme disk's configuration (the `# disk` line of `stats`, and
+// stats.json's config) names its data pointers and interrupt coalescing
+// right after the notification scheme; a disk of another frontend has
+// neither key.
+TEST(StatCommandTest, ConfigShowsTheNvmeOptions) {
+  PVDISK_REQUIRE_FUSE();
+  struct Case {
+    std::vector<std::string> flags;
+    std::string expected;  // the line's words from notify= on; "" = none
+  };
+  const std::vector<Case> cases = {
+      {{"--frontend", "nvme", "--nvme-data", "sgl", "--irq-coalesce", "8,200"},
+       " notify=event-idx nvme_data=sgl irq_coalesce=8,200 merge="},
+      {{"--frontend", "nvme", "--notify", "always"},
+       " notify=always nvme_data=prp irq_coalesce=off merge="},
+      {{"--frontend", "virtio-packed"}, ""},
+  };
+  TempDir dir;
+  CreateImage(dir.Path("disk0.img"), 4 * kMiB);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    SCOPED_TRACE(::testing::PrintToString(c.flags));
+    std::vector<std::string> args = {"--disk", dir.Path("disk0.img")};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    Mount mount(dir.MakeDir("mnt" + std::to_string(i)), args);
+    ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+    std::vector<std::string> lines = absl::StrSplit(
+        ReadWholeFile(mount.Path("stats")), '\n', absl::SkipEmpty());
+    ASSERT_FALSE(lines.empty());
+    const std::string& line = lines[0];
+    DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+    if (c.expected.empty()) {
+      EXPECT_EQ(line.find("nvme_data="), std::string::npos) << line;
+      EXPECT_EQ(line.find("irq_coalesce="), std::string::npos) << line;
+      EXPECT_EQ(stats.config.count("nvme_data"), 0u);
+      EXPECT_EQ(stats.config.count("irq_coalesce"), 0u);
+      continue;
+    }
+    EXPECT_NE(line.find(c.expected), std::string::npos) << line;
+    EXPECT_EQ(" notify=" + stats.config["notify"] +
+                  " nvme_data=" + stats.config["nvme_data"] +
+                  " irq_coalesce=" + stats.config["irq_coalesce"] + " merge=",
+              c.expected);
+  }
+}
+
 TEST(VersionTest, PrintsTheVersion) {
   CommandResult version = RunPvdisk({"--version"});
   EXPECT_EQ(version.exit_code, 0) << version.Describe();
