@@ -52,6 +52,18 @@ def positive_int(text):
     return int(text)
 
 
+def positive_int_list(text):
+    """argparse type: a comma list of whole numbers from 1 up -> list in the
+    order given, each once."""
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    if not values or not all(re.fullmatch(r"[0-9]+", v) and int(v) >= 1
+                             for v in values):
+        raise argparse.ArgumentTypeError(
+            "'%s' is not allowed: use a comma list of whole numbers from 1 "
+            "up, such as 1,4,32" % text)
+    return list(dict.fromkeys(int(v) for v in values))
+
+
 def image_size(text):
     """argparse type: a size such as 64M or 1G (K, M, G, T are powers of
     1024), a whole number of MiB from 16M up -> bytes."""

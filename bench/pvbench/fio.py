@@ -31,12 +31,22 @@ def options(text):
     return ["--" + word for word in shlex.split(text or "")]
 
 
+def runtime_option(seconds):
+    """--runtime=...: whole seconds as they are, a fraction in ms (fio reads
+    "0.5" as 0, and a time-based job without a runtime covers the whole
+    file: a short run becomes seconds or minutes)."""
+    seconds = float(seconds)
+    value = (int(seconds) if seconds.is_integer()
+             else "%dms" % round(seconds * 1000))
+    return "--runtime=%s" % value
+
+
 def command(name, filename, job="", runtime=5, jobfile=None, extra=""):
     """The fio command line of one measured job on `filename`: a job file or
     --name, then the common options, the runtime, the job's options and the
     extra options (later options win)."""
     args = ["fio", jobfile] if jobfile else ["fio", "--name=" + name]
-    args += ["--filename=" + filename] + COMMON + ["--runtime=%s" % runtime]
+    args += ["--filename=" + filename] + COMMON + [runtime_option(runtime)]
     return args + options(job) + options(extra)
 
 

@@ -550,7 +550,7 @@ class FioRbd(Target):
         return (["fio", "--name=" + name, "--ioengine=rbd",
                  "--clientname=admin", "--pool=rbd", "--rbdname=" + self.image,
                  "--time_based", "--group_reporting",
-                 "--runtime=%s" % runtime] + fio.options(job))
+                 fio.runtime_option(runtime)] + fio.options(job))
 
     def run_job(self, name, job, runtime):
         return fio.run(self.command(name, job, runtime),

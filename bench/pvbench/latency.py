@@ -96,15 +96,6 @@ class SqliteRun:
                 "cpu_us_per_io": None}
 
 
-def fio_runtime(seconds):
-    """fio's --runtime value: whole seconds as they are, a fraction in ms
-    (fio reads "0.5" as 0, and a time-based job without a runtime covers
-    the whole file: with --fsync=1, minutes)."""
-    seconds = float(seconds)
-    return int(seconds) if seconds.is_integer() else "%dms" % round(
-        seconds * 1000)
-
-
 def measure(the_lab, jobs, image_targets, names, args, progress):
     """Runs the latency jobs -> {job: (runs, command)}; runs as
     lab.side_by_side's, on the image targets or the modelled ones."""
@@ -127,11 +118,9 @@ def measure(the_lab, jobs, image_targets, names, args, progress):
             else:
                 cases = [(n, t, "") for n, t in targets.items()]
                 command = shlex.join(fio.command(job, "TARGET", options,
-                                                 fio_runtime(args.runtime))
+                                                 args.runtime)
                                      + ["--output-format=json"])
-            runtime = (args.runtime if options is None else
-                       fio_runtime(args.runtime))
-            runs = lab.side_by_side(cases, options, args.rounds, runtime,
+            runs = lab.side_by_side(cases, options, args.rounds, args.runtime,
                                     name=job, progress=progress(job),
                                     alternate=True)
         finally:

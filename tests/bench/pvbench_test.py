@@ -44,6 +44,10 @@ class FioTest(unittest.TestCase):
         self.assertEqual(cmd[-4:], ["--runtime=2", "--rw=randread", "--bs=4k",
                                     "--numjobs=2"])
         self.assertIn("--filename=MNT", fio.shown(cmd, "/x/disk0.img", "MNT"))
+        # fio reads "0.5" as 0 (and then covers the whole file): a fraction
+        # goes in ms.
+        self.assertIn("--runtime=500ms", fio.command("rr", "/x", "", 0.5))
+        self.assertIn("--runtime=1", fio.command("rr", "/x", "", 1.0))
 
     def test_parse(self):
         side = {"io_bytes": 0, "iops": 0, "bw_bytes": 0, "clat_ns": {"mean": 0}}
