@@ -53,6 +53,11 @@ class DataPointerDecoder {
  private:
   // Appends [addr, addr + len) (whole sectors) page by page.
   uint16_t Append(uint64_t addr, uint64_t len, std::vector<DataSegment>* out);
+  // Appends one PRP entry's page: `addr` must start a page, `len` (whole
+  // sectors, at most a page) is the data in it. Append's checks and result
+  // for that case, without its walk over pages (a PRP list's hot loop).
+  uint16_t AppendPage(uint64_t addr, uint64_t len,
+                      std::vector<DataSegment>* out);
   uint16_t DataBlock(const SglDescriptor& d, uint64_t bytes, uint64_t* total,
                      std::vector<DataSegment>* out);
 

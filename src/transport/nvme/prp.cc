@@ -57,6 +57,16 @@ uint16_t DataPointerDecoder::Append(uint64_t addr, uint64_t len,
   return kScSuccess;
 }
 
+uint16_t DataPointerDecoder::AppendPage(uint64_t addr, uint64_t len,
+                                        std::vector<DataSegment>* out) {
+  if (addr % kPageSize != 0) return kScPrpInvalidOffset;
+  if (!area_->Inside(addr, len)) return kScDataTransferError;
+  if (out->size() >= max_segments_) return kScInvalidField;
+  out->push_back(DataSegment{static_cast<uint32_t>(addr / kPageSize), 0,
+                             static_cast<uint8_t>(len / kLbaBytes - 1)});
+  return kScSuccess;
+}
+
 uint16_t DataPointerDecoder::DecodePrp(const Command& command, uint64_t bytes,
                                        std::vector<DataSegment>* out) {
   if (bytes == 0 || bytes > uint64_t{max_segments_} * kPageSize) {
@@ -97,10 +107,10 @@ uint16_t DataPointerDecoder::DecodePrp(const Command& command, uint64_t bytes,
       return kScDataTransferError;
     }
     for (uint32_t i = 0; i < data_entries; ++i) {
-      const uint64_t entry = prp_list_[i];
-      if (entry % kPageSize != 0) return kScPrpInvalidOffset;
       const uint64_t len = std::min<uint64_t>(remaining, kPageSize);
-      if (uint16_t s = Append(entry, len, out); s != kScSuccess) return s;
+      if (uint16_t s = AppendPage(prp_list_[i], len, out); s != kScSuccess) {
+        return s;
+      }
       remaining -= len;
     }
     needed -= data_entries;
