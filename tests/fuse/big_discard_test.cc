@@ -82,6 +82,11 @@ INSTANTIATE_TEST_SUITE_P(Frontends, BigDiscardTest,
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return FrontendTestName(info.param);
                          });
+// nvme: Dataset Management (deallocate) ranges of 2^32 - 8 blocks.
+INSTANTIATE_TEST_SUITE_P(Nvme, BigDiscardTest, ::testing::Values("nvme"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return FrontendTestName(info.param);
+                         });
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing

@@ -199,6 +199,9 @@ INSTANTIATE_TEST_SUITE_P(Nvme, UnalignedIoTest,
 INSTANTIATE_TEST_SUITE_P(FrontendsAndEngines, EndOfDiskTest,
                          FrontendsTimesEngines({"uring", "sync"}),
                          FrontendEngineName);
+INSTANTIATE_TEST_SUITE_P(Nvme, EndOfDiskTest,
+                         ::testing::Values(FrontendEngine("nvme", "uring")),
+                         FrontendEngineName);
 
 // ---------------------------------------------------------------------------
 // fsync and close.
@@ -439,6 +442,10 @@ TEST_P(NullEngineTest, ReadsZerosAndWritesLeaveTheImageAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Frontends, NullEngineTest,
                          ::testing::ValuesIn(AllFrontends()),
+                         [](const auto& info) {
+                           return FrontendTestName(info.param);
+                         });
+INSTANTIATE_TEST_SUITE_P(Nvme, NullEngineTest, ::testing::Values("nvme"),
                          [](const auto& info) {
                            return FrontendTestName(info.param);
                          });

@@ -257,6 +257,10 @@ TEST_P(EioTest, FaultySectorsFailWithEioAndTheRestWorks) {
 INSTANTIATE_TEST_SUITE_P(FrontendsAndEngines, EioTest,
                          FrontendsTimesEngines({"uring", "sync"}),
                          FrontendEngineName);
+// nvme: I/O errors answered as Unrecovered Read Error / Write Fault.
+INSTANTIATE_TEST_SUITE_P(Nvme, EioTest,
+                         ::testing::Values(FrontendEngine("nvme", "uring")),
+                         FrontendEngineName);
 
 // ---------------------------------------------------------------------------
 // pvdisk unmount while fio writes (as soon as the stats show writes on the

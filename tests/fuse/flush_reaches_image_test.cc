@@ -7,7 +7,7 @@
 // flush does nothing still answers 0 and counts the request.
 //
 // Every engine that flushes a file (uring, sync; the delay decorator over
-// uring in one case) in every placement (inline, which the
+// uring on blkif and on nvme) in every placement (inline, which the
 // classic channel does not have, backend-thread, backend-process), each
 // frontend once, on the channel of the suite's run. The null engine is the
 // control: its flush is answered and counted, and no FSYNC reaches the
@@ -65,7 +65,11 @@ std::vector<FlushCase> Cases() {
   delayed.placement = "backend-thread";
   delayed.disk_options = ",delay=200";
   cases.push_back(delayed);
-  for (const std::string& frontend : AllFrontends()) {
+  FlushCase delayed_nvme = delayed;
+  delayed_nvme.name = "uring_delay_backend_thread_nvme";
+  delayed_nvme.extra = {"--frontend", "nvme"};
+  cases.push_back(delayed_nvme);
+  for (const std::string& frontend : OfferedFrontends()) {
     FlushCase c;
     c.name = "uring_default_placement_" + FrontendTestName(frontend);
     c.engine = "uring";

@@ -311,9 +311,14 @@ void ExpectFioClean(const CommandResult& fio);
 // `pvdisk mount --help`.
 const std::vector<std::string>& AllFrontends();
 // Every `--frontend` pvdisk offers: AllFrontends() and nvme, which runs in
-// the representative combinations only (fio verify, unaligned I/O, discard,
-// flush, unmount during I/O, backend kills: each test's "Nvme"
-// instantiation) to keep the suite's time.
+// one representative combination of each parametrized test that covers a
+// protocol's path (fio verify, unaligned I/O, the end of the disk, discard,
+// flush, EIO, the null engine, unmount during I/O, backend kills, SIGKILL
+// and power-cut durability, a deep ring, the smallest --max-segments,
+// plain doorbells: each test's "Nvme" instantiation) to keep the suite's
+// time. Not for nvme: the timing tests (DelayTest, PollTest, MergeFioTest)
+// and the options that sit above the ring (queue counts and maps, backend
+// threads, interrupt threads, write order).
 const std::vector<std::string>& OfferedFrontends();
 // `frontend` as part of a test name ("virtio-packed" -> "virtio_packed":
 // gtest names allow only letters, digits and '_').

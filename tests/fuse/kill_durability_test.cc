@@ -116,13 +116,18 @@ TEST_P(KillDurabilityTest, EveryFsyncedBlockSurvivesSigkill) {
                      << first_bad;
 }
 
+std::string KillName(const ::testing::TestParamInfo<KillParam>& info) {
+  return FrontendTestName(std::get<0>(info.param)) + "_persistent_" +
+         std::get<1>(info.param);
+}
+
 INSTANTIATE_TEST_SUITE_P(FrontendsAndPersistence, KillDurabilityTest,
                          ::testing::Combine(::testing::ValuesIn(AllFrontends()),
                                             ::testing::Values("on", "off")),
-                         [](const ::testing::TestParamInfo<KillParam>& info) {
-                           return FrontendTestName(std::get<0>(info.param)) +
-                                  "_persistent_" + std::get<1>(info.param);
-                         });
+                         KillName);
+// nvme with pages mapped per request (the harder of the two).
+INSTANTIATE_TEST_SUITE_P(Nvme, KillDurabilityTest,
+                         ::testing::Values(KillParam("nvme", "off")), KillName);
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing

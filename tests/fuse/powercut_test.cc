@@ -311,6 +311,10 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(std::string("backend-thread"),
                                          std::string("inline"))),
     CaseName);
+// nvme on backend threads (inline is its default placement elsewhere).
+INSTANTIATE_TEST_SUITE_P(Nvme, PowercutPromiseTest,
+                         ::testing::Values(Case("nvme", "backend-thread")),
+                         CaseName);
 
 TEST(PowercutNegativeControlTest, ALyingFlushLosesFsyncedBlocks) {
   PVDISK_REQUIRE_FUSE();

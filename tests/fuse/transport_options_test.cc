@@ -257,14 +257,22 @@ TEST_P(DeepQueueTest, RingAndEngineFillUpToTheCap) {
   }
 }
 
+std::string DeepQueueName(
+    const ::testing::TestParamInfo<std::tuple<std::string, std::string>>&
+        info) {
+  return FrontendTestName(std::get<0>(info.param)) + "_EngineMaxInflight_" +
+         std::get<1>(info.param);
+}
+
 INSTANTIATE_TEST_SUITE_P(Frontends, DeepQueueTest,
                          ::testing::Combine(::testing::ValuesIn(AllFrontends()),
                                             ::testing::Values("none", "128")),
-                         [](const auto& info) {
-                           return FrontendTestName(std::get<0>(info.param)) +
-                                  "_EngineMaxInflight_" +
-                                  std::get<1>(info.param);
-                         });
+                         DeepQueueName);
+// nvme: a queue pair of 1024 entries holds 1023 commands.
+INSTANTIATE_TEST_SUITE_P(Nvme, DeepQueueTest,
+                         ::testing::Values(std::make_tuple(
+                             std::string("nvme"), std::string("none"))),
+                         DeepQueueName);
 
 // ---------------------------------------------------------------------------
 // --max-segments: verify, then 64 MiB of sequential 1 MiB reads. FUSE hands
@@ -335,6 +343,11 @@ TEST_P(MaxSegmentsTest, LargeReadsSplitIntoRequestsOfAtMostSPages) {
 INSTANTIATE_TEST_SUITE_P(Frontends, MaxSegmentsTest,
                          ::testing::Combine(::testing::ValuesIn(AllFrontends()),
                                             ::testing::Values(11, 32, 256)),
+                         PairName<int>);
+// nvme: the smallest MDTS (11 pages: a PRP list per request).
+INSTANTIATE_TEST_SUITE_P(Nvme, MaxSegmentsTest,
+                         ::testing::Values(std::make_tuple(std::string("nvme"),
+                                                           11)),
                          PairName<int>);
 
 // ---------------------------------------------------------------------------
@@ -443,6 +456,12 @@ INSTANTIATE_TEST_SUITE_P(Frontends, NotifyTest,
                          ::testing::Combine(::testing::ValuesIn(AllFrontends()),
                                             ::testing::Values("event-idx",
                                                               "always")),
+                         PairName<std::string>);
+// nvme: plain doorbells (shadow doorbells, event-idx, are its default in
+// the other nvme tests).
+INSTANTIATE_TEST_SUITE_P(Nvme, NotifyTest,
+                         ::testing::Values(std::make_tuple(
+                             std::string("nvme"), std::string("always"))),
                          PairName<std::string>);
 
 // ---------------------------------------------------------------------------
