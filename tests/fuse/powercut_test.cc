@@ -307,7 +307,7 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     FrontendsAndPlacements, PowercutPromiseTest,
-    ::testing::Combine(::testing::ValuesIn(AllFrontends()),
+    ::testing::Combine(::testing::ValuesIn(OfferedFrontends()),
                        ::testing::Values(std::string("backend-thread"),
                                          std::string("inline"))),
     CaseName);
