@@ -51,7 +51,7 @@ inline constexpr IostatColumn kIostatColumns[] = {
     {"unsafe_MB", 2,
      "cache=volatile: MiB of completed writes no flush covers yet, at the "
      "end of the interval"},
-    {"unsafe_max_MB", 2,
+    {"unsafe_maxMB", 2,
      "cache=volatile: the highest unsafe_MB since the mount or reset"},
     {"wout/s", 2, "cache=volatile: write-outs of the cache per second"},
     {"full/s", 2,

@@ -156,12 +156,12 @@ TEST(StatCommandTest, TextHasIostatColumnsAndARowPerQueue) {
   std::vector<std::string> header =
       absl::StrSplit(lines[1], ' ', absl::SkipEmpty());
   std::vector<std::string> expected = {
-      "disk",      "queue",         "r/s",      "w/s",         "rMB/s",
-      "wMB/s",     "rrqm/s",        "wrqm/s",   "%rrqm",       "%wrqm",
-      "rareq-sz",  "wareq-sz",      "r_await",  "w_await",     "aqu-sz",
-      "ring/req",  "kicks/req",     "irqs/req", "ring_full/s", "splits/s",
-      "errors",    "invalid",       "refused",  "r_p99",       "w_p99",
-      "unsafe_MB", "unsafe_max_MB", "wout/s",   "full/s",      "fwait/s"};
+      "disk",      "queue",        "r/s",      "w/s",         "rMB/s",
+      "wMB/s",     "rrqm/s",       "wrqm/s",   "%rrqm",       "%wrqm",
+      "rareq-sz",  "wareq-sz",     "r_await",  "w_await",     "aqu-sz",
+      "ring/req",  "kicks/req",    "irqs/req", "ring_full/s", "splits/s",
+      "errors",    "invalid",      "refused",  "r_p99",       "w_p99",
+      "unsafe_MB", "unsafe_maxMB", "wout/s",   "full/s",      "fwait/s"};
   EXPECT_EQ(header, expected);
   EXPECT_EQ(lines[2].rfind("a.img all", 0), 0u) << lines[2];
   EXPECT_EQ(lines[3].rfind("a.img 0", 0), 0u) << lines[3];
@@ -178,7 +178,7 @@ TEST(StatCommandTest, TextHasIostatColumnsAndARowPerQueue) {
 
 // A disk with cache=volatile: 1 MiB written without a flush is at risk
 // (unsafe_MB 1), a flush writes it out (wout/s counts it, unsafe_MB goes
-// to 0, unsafe_max_MB stays 1).
+// to 0, unsafe_maxMB stays 1).
 TEST(StatCommandTest, VolatileCacheColumnsShowWhatIsAtRisk) {
   PVDISK_REQUIRE_FUSE();
   TempDir dir;
@@ -203,12 +203,12 @@ TEST(StatCommandTest, VolatileCacheColumnsShowWhatIsAtRisk) {
   ASSERT_EQ(written, static_cast<ssize_t>(kMiB));
   JsonValue row = disk_row();
   EXPECT_DOUBLE_EQ(Field(row, "unsafe_MB"), 1.0);
-  EXPECT_DOUBLE_EQ(Field(row, "unsafe_max_MB"), 1.0);
+  EXPECT_DOUBLE_EQ(Field(row, "unsafe_maxMB"), 1.0);
   EXPECT_DOUBLE_EQ(Field(row, "wout/s"), 0.0);
   ASSERT_EQ(fsync(fd.get()), 0);
   row = disk_row();
   EXPECT_DOUBLE_EQ(Field(row, "unsafe_MB"), 0.0);
-  EXPECT_DOUBLE_EQ(Field(row, "unsafe_max_MB"), 1.0);
+  EXPECT_DOUBLE_EQ(Field(row, "unsafe_maxMB"), 1.0);
   EXPECT_GT(Field(row, "wout/s"), 0.0);
   EXPECT_DOUBLE_EQ(Field(row, "fwait/s"), 0.0);
 }

@@ -85,7 +85,7 @@ TEST(IostatTest, VolatileCacheColumns) {
                               {Counter::full_waits, 3}});
   std::vector<double> row = IostatRow(before, after, 2'000'000'000);
   EXPECT_DOUBLE_EQ(Column(row, "unsafe_MB"), 3);
-  EXPECT_DOUBLE_EQ(Column(row, "unsafe_max_MB"), 8);
+  EXPECT_DOUBLE_EQ(Column(row, "unsafe_maxMB"), 8);
   EXPECT_DOUBLE_EQ(Column(row, "wout/s"), 10);
   EXPECT_DOUBLE_EQ(Column(row, "full/s"), 2);
   EXPECT_DOUBLE_EQ(Column(row, "fwait/s"), 1);
