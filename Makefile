@@ -38,7 +38,7 @@ PREFIX ?= /usr/local
 .PHONY: all deps build build-pvdisk run test ctest-jobs format clean fuzz fuzz-build
 .PHONY: tsan tsan-build install deb deb-test
 .PHONY: bench bench-micro bench-compare bench-experiments
-.PHONY: powercut-check
+.PHONY: powercut-check crash-check
 
 all: build
 
@@ -179,3 +179,13 @@ POWERCUT_CUTS ?= 200
 powercut-check: build
 	@cd $(BUILD_DIR) && PVDISK_POWERCUT_CUTS=$(POWERCUT_CUTS) ./tests/fuse/fuse_test \
 	  --gtest_filter='FrontendsAndPlacements/PowercutPromiseTest.*/blkif_backend_thread:PowercutNegativeControlTest.*'
+
+# ext4 and sqlite3 as the judges of power cuts at full count (as root):
+# CRASH_CUTS cuts of ext4 under a CrashMonkey-style workload (default 100)
+# and CRASH_SQLITE_CUTS of sqlite3 in each journal mode (default 40), by
+# bench/crashcheck; its last line is the summary. The suite runs a few.
+CRASH_CUTS ?= 100
+CRASH_SQLITE_CUTS ?= 40
+crash-check: build
+	@bench/crashcheck --build $(BUILD_DIR) --cuts $(CRASH_CUTS) \
+	  --sqlite-cuts $(CRASH_SQLITE_CUTS)

@@ -29,8 +29,8 @@ const std::vector<DiskOptionInfo>& DiskOptions() {
        "a flush, and pvdisk powercut can lose them (raw images, thread "
        "backend)"},
       {"cache_size=SIZE", "",
-       "the bytes cache=volatile holds before a write must wait for a "
-       "write-out of its own (default 64M)"},
+       "the bytes cache=volatile holds, written out or not, before a write "
+       "must wait for a write-out (default 64M)"},
       {"conf=PATH", "rbd", "the cluster's ceph.conf"},
       {"id=CLIENT", "rbd", "the client name"},
       {"timeout=SECONDS", "rbd",

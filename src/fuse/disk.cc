@@ -423,6 +423,7 @@ stats::DiskReport Disk::Report() const {
         counts.unsafe_bytes_max;
     values[stats::Index(stats::Counter::flushes)] = counts.flushes;
     values[stats::Index(stats::Counter::full_flushes)] = counts.full_flushes;
+    values[stats::Index(stats::Counter::full_waits)] = counts.full_waits;
   }
   return report;
 }

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
+#include "base/thread.h"
 
 namespace pvdisk::io {
 namespace {
@@ -100,7 +101,19 @@ VolatileCache::VolatileCache(int fd, std::string name, uint64_t limit_bytes,
       name_(std::move(name)),
       limit_bytes_(limit_bytes),
       lying_flush_(lying_flush),
-      pool_(std::make_shared<Pool>(limit_bytes)) {}
+      pool_(std::make_shared<Pool>(limit_bytes)) {
+  thread_ =
+      StartThreadWithoutSignals("pvdisk-writeout", [this] { WriteOutLoop(); });
+}
+
+VolatileCache::~VolatileCache() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  thread_.join();
+}
 
 int VolatileCache::Write(uint64_t offset, const iovec* iov, int iov_count,
                          uint64_t length) {
@@ -114,64 +127,86 @@ int VolatileCache::Write(uint64_t offset, const iovec* iov, int iov_count,
     std::memcpy(data->bytes + copied, iov[i].iov_base, n);
     copied += n;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (cut()) return -EIO;
-  if (held_bytes_.load(std::memory_order_relaxed) + length > limit_bytes_ &&
-      !held_.empty()) {
-    // Full: this write waits for a flush of its own. The write-out is what
-    // makes the held writes durable in the model (a disk destaging its
-    // cache to the medium); no fdatasync, as no plain write gets one: the
-    // host's own crash is not part of the model.
-    if (int rc = WriteOutLocked(); rc < 0) return rc;
-    full_flushes_.fetch_add(1, std::memory_order_relaxed);
-    flushes_.fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (cut()) return -EIO;
+    if (error_ < 0) return error_;
+    if (held_.held.empty()) break;
+    if (!writing_ && held_.bytes + length > limit_bytes_ / 2) {
+      // Full: a write-out of its own, which this write does not wait for.
+      StartWriteOutLocked(0);
+      full_flushes_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    if (writing_ && held_.bytes + out_.bytes + length > limit_bytes_) {
+      full_waits_.fetch_add(1, std::memory_order_relaxed);
+      done_cv_.wait(lock);
+      continue;
+    }
+    break;
   }
-  Insert(offset, length, data);
-  held_.push_back(Held{offset, length, std::move(data)});
-  const uint64_t held =
-      held_bytes_.fetch_add(length, std::memory_order_relaxed) + length;
+  Insert(held_, offset, length, data);
+  held_.held.push_back(Held{offset, length, std::move(data)});
+  held_.bytes += length;
+  overlay_bytes_.fetch_add(length, std::memory_order_release);
+  held_bytes_.store(held_.bytes, std::memory_order_relaxed);
   uint64_t seen = unsafe_bytes_max_.load(std::memory_order_relaxed);
-  while (held > seen && !unsafe_bytes_max_.compare_exchange_weak(
-                            seen, held, std::memory_order_relaxed)) {
+  while (held_.bytes > seen &&
+         !unsafe_bytes_max_.compare_exchange_weak(seen, held_.bytes,
+                                                  std::memory_order_relaxed)) {
   }
   return 0;
 }
 
 int VolatileCache::Flush() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (cut()) return -EIO;
   // Test only: the flush completes, its writes stay at risk.
   if (lying_flush_) return 0;
-  if (int rc = WriteOutLocked(); rc < 0) return rc;
-  // Under the lock: a power cut never comes between the write-out and
-  // the sync that makes it durable.
-  if (int rc = SyncImage(); rc < 0) return rc;
-  flushes_.fetch_add(1, std::memory_order_relaxed);
+  if (error_ < 0) return error_;
+  const uint64_t ticket = ++flush_asked_;
+  // A write-out under way took only writes held before this flush; the
+  // thread starts the one for this ticket when it ends.
+  if (!writing_) StartWriteOutLocked(ticket);
+  done_cv_.wait(lock,
+                [&] { return flush_done_ >= ticket || cut() || error_ < 0; });
+  if (error_ < 0) return error_;
+  if (flush_done_ < ticket) return -EIO;  // the power went first
   return 0;
 }
 
 int VolatileCache::WriteOutBeforeDiscard() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (cut()) return -EIO;
-  return WriteOutLocked();
+  WaitWriteOutLocked(lock);
+  if (!held_.held.empty() && !cut()) {
+    StartWriteOutLocked(0);
+    WaitWriteOutLocked(lock);
+  }
+  if (cut()) return -EIO;
+  return error_;
 }
 
 void VolatileCache::OverlayFor(uint64_t offset, uint64_t length, Overlay* out) {
   out->clear();
-  if (held_bytes_.load(std::memory_order_acquire) == 0) return;
+  if (overlay_bytes_.load(std::memory_order_acquire) == 0) return;
   const uint64_t end = offset + length;
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = extents_.upper_bound(offset);
-  if (it != extents_.begin()) {
-    auto before = std::prev(it);
-    if (before->second.end > offset) it = before;
-  }
-  for (; it != extents_.end() && it->first < end; ++it) {
-    const uint64_t from = std::max(it->first, offset);
-    const uint64_t to = std::min(it->second.end, end);
-    out->push_back(Piece{
-        from, to - from, it->second.data,
-        it->second.data->bytes + it->second.data_offset + (from - it->first)});
+  // The set being written out first, then the newer held one over it.
+  for (const Set* set : {&out_, &held_}) {
+    const std::map<uint64_t, Extent>& extents = set->extents;
+    auto it = extents.upper_bound(offset);
+    if (it != extents.begin()) {
+      auto before = std::prev(it);
+      if (before->second.end > offset) it = before;
+    }
+    for (; it != extents.end() && it->first < end; ++it) {
+      const uint64_t from = std::max(it->first, offset);
+      const uint64_t to = std::min(it->second.end, end);
+      out->push_back(Piece{from, to - from, it->second.data,
+                           it->second.data->bytes + it->second.data_offset +
+                               (from - it->first)});
+    }
   }
 }
 
@@ -185,15 +220,19 @@ void VolatileCache::Apply(const Overlay& overlay, uint64_t offset,
 
 absl::StatusOr<PowerCutResult> VolatileCache::PowerCut(PowerKeep keep,
                                                        uint64_t seed) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (cut()) {
     return absl::FailedPreconditionError(absl::StrCat(
         name_, " has lost its power already; unmount and mount it again"));
   }
   cut_.store(true, std::memory_order_release);
+  done_cv_.notify_all();  // flushes waiting fail with -EIO
+  // The write-out under way was the disk's to destage: it finishes.
+  WaitWriteOutLocked(lock);
   PowerCutResult result;
   std::mt19937_64 random(seed);
-  for (const Held& held : held_) {
+  int rc = 0;
+  for (const Held& held : held_.held) {
     const bool kept = keep == PowerKeep::kAll ||
                       (keep == PowerKeep::kRandom && (random() & 1) != 0);
     if (!kept) {
@@ -205,14 +244,17 @@ absl::StatusOr<PowerCutResult> VolatileCache::PowerCut(PowerKeep keep,
     result.kept_bytes += held.length;
     const std::vector<iovec> iov = {
         iovec{held.data->bytes, static_cast<size_t>(held.length)}};
-    if (int rc = PwriteAll(iov, held.offset); rc < 0) {
-      Forget();
-      return ErrnoError(-rc, absl::StrCat("writing the kept writes to ", name_,
-                                          " at the power cut failed"));
-    }
+    rc = PwriteAll(iov, held.offset);
+    if (rc < 0) break;
   }
-  Forget();
-  if (int rc = SyncImage(); rc < 0) {
+  held_ = Set();
+  held_bytes_.store(0, std::memory_order_relaxed);
+  overlay_bytes_.store(0, std::memory_order_release);
+  if (rc < 0) {
+    return ErrnoError(-rc, absl::StrCat("writing the kept writes to ", name_,
+                                        " at the power cut failed"));
+  }
+  if (rc = SyncImage(); rc < 0) {
     return ErrnoError(
         -rc, absl::StrCat("fdatasync of ", name_, " at the power cut failed"));
   }
@@ -220,13 +262,16 @@ absl::StatusOr<PowerCutResult> VolatileCache::PowerCut(PowerKeep keep,
 }
 
 absl::Status VolatileCache::WriteOutAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (cut()) return absl::OkStatus();
-  int rc = WriteOutLocked();
-  if (rc == 0) rc = SyncImage();
-  if (rc < 0) {
-    return ErrnoError(-rc, absl::StrCat("writing the volatile cache out to ",
-                                        name_, " failed"));
+  WaitWriteOutLocked(lock);
+  const uint64_t ticket = ++flush_asked_;
+  StartWriteOutLocked(ticket);
+  done_cv_.wait(lock, [&] { return flush_done_ >= ticket || cut(); });
+  if (error_ < 0) {
+    return ErrnoError(
+        -error_,
+        absl::StrCat("writing the volatile cache out to ", name_, " failed"));
   }
   return absl::OkStatus();
 }
@@ -237,56 +282,100 @@ VolatileCacheCounts VolatileCache::counts() const {
   counts.unsafe_bytes_max = unsafe_bytes_max_.load(std::memory_order_relaxed);
   counts.flushes = flushes_.load(std::memory_order_relaxed);
   counts.full_flushes = full_flushes_.load(std::memory_order_relaxed);
+  counts.full_waits = full_waits_.load(std::memory_order_relaxed);
   return counts;
 }
 
 void VolatileCache::ResetCounts() {
   flushes_.store(0, std::memory_order_relaxed);
   full_flushes_.store(0, std::memory_order_relaxed);
+  full_waits_.store(0, std::memory_order_relaxed);
   unsafe_bytes_max_.store(held_bytes_.load(std::memory_order_relaxed),
                           std::memory_order_relaxed);
 }
 
-void VolatileCache::Insert(uint64_t offset, uint64_t length,
+void VolatileCache::StartWriteOutLocked(uint64_t flush_ticket) {
+  out_ = std::move(held_);
+  held_ = Set();
+  held_bytes_.store(0, std::memory_order_relaxed);
+  out_ticket_ = flush_ticket;
+  writing_ = true;
+  work_cv_.notify_one();
+}
+
+void VolatileCache::WaitWriteOutLocked(std::unique_lock<std::mutex>& lock) {
+  done_cv_.wait(lock, [&] { return !writing_; });
+}
+
+void VolatileCache::WriteOutLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return writing_ || stop_; });
+    if (!writing_) return;
+    const uint64_t ticket = out_ticket_;
+    lock.unlock();
+    // A power cut waits for this write-out, so it writes and syncs even
+    // when the power goes meanwhile: the sync makes the flushes it covers
+    // keep their promise.
+    int rc = WriteSet(out_);
+    if (rc == 0 && ticket != 0) rc = SyncImage();
+    lock.lock();
+    const uint64_t written = out_.bytes;
+    out_ = Set();
+    overlay_bytes_.fetch_sub(written, std::memory_order_release);
+    writing_ = false;
+    if (rc < 0 && error_ == 0) error_ = rc;
+    if (ticket != 0) flush_done_ = ticket;
+    flushes_.fetch_add(1, std::memory_order_relaxed);
+    // Flushes that came during this write-out: the next one is theirs
+    // (after a power cut or a failure they fail instead).
+    if (flush_asked_ > flush_done_ && !cut() && error_ == 0) {
+      StartWriteOutLocked(flush_asked_);
+    }
+    done_cv_.notify_all();
+  }
+}
+
+void VolatileCache::Insert(Set& set, uint64_t offset, uint64_t length,
                            std::shared_ptr<Data> data) {
+  std::map<uint64_t, Extent>& extents = set.extents;
   const uint64_t end = offset + length;
   // An extent that starts before the write and reaches into it keeps its
   // head, and its tail past the write if it has one.
-  auto it = extents_.lower_bound(offset);
-  if (it != extents_.begin()) {
+  auto it = extents.lower_bound(offset);
+  if (it != extents.begin()) {
     auto before = std::prev(it);
     Extent& extent = before->second;
     if (extent.end > offset) {
       if (extent.end > end) {
-        extents_.emplace(end,
-                         Extent{extent.end, extent.data,
-                                extent.data_offset + (end - before->first)});
+        extents.emplace(end,
+                        Extent{extent.end, extent.data,
+                               extent.data_offset + (end - before->first)});
       }
       extent.end = offset;
     }
   }
   // Extents that start inside the write go, but for a tail past it.
-  it = extents_.lower_bound(offset);
-  while (it != extents_.end() && it->first < end) {
+  it = extents.lower_bound(offset);
+  while (it != extents.end() && it->first < end) {
     if (it->second.end <= end) {
-      it = extents_.erase(it);
+      it = extents.erase(it);
       continue;
     }
     Extent rest = it->second;
     rest.data_offset += end - it->first;
-    extents_.erase(it);
-    extents_.emplace(end, std::move(rest));
+    extents.erase(it);
+    extents.emplace(end, std::move(rest));
     break;
   }
-  extents_.emplace(offset, Extent{end, std::move(data), 0});
+  extents.emplace(offset, Extent{end, std::move(data), 0});
 }
 
-int VolatileCache::WriteOutLocked() {
-  if (held_.empty()) return 0;
+int VolatileCache::WriteSet(const Set& set) {
   std::vector<iovec> run;
   uint64_t run_start = 0;
   uint64_t run_end = 0;
-  for (const auto& [start, extent] : extents_) {
+  for (const auto& [start, extent] : set.extents) {
     if (!run.empty() && (start != run_end || run.size() == IOV_MAX)) {
       if (int rc = PwriteAll(run, run_start); rc < 0) return rc;
       run.clear();
@@ -296,10 +385,7 @@ int VolatileCache::WriteOutLocked() {
                         static_cast<size_t>(extent.end - start)});
     run_end = extent.end;
   }
-  if (!run.empty()) {
-    if (int rc = PwriteAll(run, run_start); rc < 0) return rc;
-  }
-  Forget();
+  if (!run.empty()) return PwriteAll(run, run_start);
   return 0;
 }
 
@@ -334,12 +420,6 @@ int VolatileCache::SyncImage() {
     if (errno != EINTR) return -errno;
   }
   return 0;
-}
-
-void VolatileCache::Forget() {
-  held_.clear();
-  extents_.clear();
-  held_bytes_.store(0, std::memory_order_release);
 }
 
 }  // namespace pvdisk::io

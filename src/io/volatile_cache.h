@@ -6,8 +6,8 @@
 // writes may have reached the medium, each whole or not at all.
 //
 // Withheld writes: a write completes once its data is copied here; the
-// image file sees it only when a flush writes the cache out (then
-// fdatasync). Reads of the image are overlaid with the data held (the
+// image file sees it only when a write-out takes the cache's held set and
+// writes it out. Reads of the image are overlaid with the data held (the
 // newest write of each byte wins). So the image file holds exactly the
 // durable state at any time, and a power cut (PowerCut) decides which held
 // writes reach it: none, all, or a random subset by seed. The other design,
@@ -16,12 +16,26 @@
 // overwrite; holding costs a copy per write and nothing per read when
 // nothing is held.
 //
-// Memory is bounded: held bytes (the sum of the held writes' lengths) stay
-// within `limit_bytes`; a write that would pass it first writes the cache
-// out to the image, a flush of its own, counted in `full_flushes` (the
-// write-out is what makes writes durable in the model; the fdatasync of a
-// flush request is for the host's crash, which plain writes do not get
-// either).
+// Write-outs: one thread per cache writes the held data out, off the
+// writers' path. A write-out takes the whole held set under the lock (new
+// writes go on into a fresh set at once) and writes it with the lock
+// released; reads see the set being written out until it is in the image.
+// From the moment a write-out takes them the writes are the disk's to
+// destage: a power cut lets a write-out under way finish, and decides only
+// over the writes held after it (those are `unsafe_bytes`). A FLUSH asks
+// for a write-out followed by an fdatasync and completes when that is
+// done, so every write that completed before the FLUSH was issued is in
+// the image and synced; flushes that arrive during a write-out share the
+// next one. Write-outs follow one another, never overlap, so an older
+// write-out never lands over a newer one.
+//
+// Memory is bounded: when the held bytes would pass half of `limit_bytes`,
+// the write waits for nothing but starts a write-out (counted in
+// `full_flushes`: the write-out is what makes the held writes durable in
+// the model, a disk destaging its cache; no fdatasync, as no plain write
+// gets one: the host's own crash is not part of the model). Only when the
+// held and the written-out bytes together would pass `limit_bytes` does a
+// write wait for the write-out under way (`full_waits`).
 //
 // Discards and write-zeroes go to the image at once; the writes held
 // before one are written out first (not synced), so that it lands over
@@ -29,20 +43,22 @@
 // reached the medium.
 //
 // One cache per disk, shared by every engine of the disk (each backend
-// thread's): one mutex serialises writes, flushes and the power cut; reads
-// take it only while something is held. Write-outs are synchronous
-// pwritev(2)s of the image's file descriptor, on the thread of the request
-// that causes them.
+// thread's): one mutex guards the held sets; reads take it only while
+// something is held or being written out. A FLUSH waits on the thread of
+// the request for its write-out (the other requests of that thread wait
+// with it; writers of other threads do not).
 #pragma once
 
 #include <sys/uio.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -68,7 +84,8 @@ struct VolatileCacheCounts {
   uint64_t unsafe_bytes = 0;      // held now: lost if the power goes
   uint64_t unsafe_bytes_max = 0;  // highest unsafe_bytes since reset
   uint64_t flushes = 0;           // write-outs made durable (flush or full)
-  uint64_t full_flushes = 0;      // of which: a write found the cache full
+  uint64_t full_flushes = 0;      // write-outs started by a full cache
+  uint64_t full_waits = 0;        // writes that waited for a write-out
 };
 
 class VolatileCache {
@@ -106,18 +123,28 @@ class VolatileCache {
   // named `name` in messages. `lying_flush` (test only, io/test_fault.h):
   // a flush completes without writing anything out, breaking the model on
   // purpose, so that tests can show their checks catch that.
+  // Starts the cache's write-out thread.
   VolatileCache(int fd, std::string name, uint64_t limit_bytes,
                 bool lying_flush);
+  // Stops the write-out thread; what is still held is dropped (WriteOutAll
+  // first to keep it).
+  ~VolatileCache();
+  VolatileCache(const VolatileCache&) = delete;
+  VolatileCache& operator=(const VolatileCache&) = delete;
 
   // Hot path, any engine's thread. Each returns 0 or a negative errno;
   // -EIO once the power is cut.
   //
   // Holds a copy of the write's data (`length` bytes from `iov`); the
-  // write is complete when this returns.
+  // write is complete when this returns (it waits only when the cache is
+  // full, see above). A failed write-out fails every later request: the
+  // writes it held are lost.
   int Write(uint64_t offset, const iovec* iov, int iov_count, uint64_t length);
-  // Writes out every held write and syncs the image.
+  // Returns once every write that completed before the call is written out
+  // and the image synced.
   int Flush();
-  // Before a discard or write-zeroes: writes out what is held (no sync).
+  // Before a discard or write-zeroes: returns once what is held is written
+  // out (no sync).
   int WriteOutBeforeDiscard();
 
   bool cut() const { return cut_.load(std::memory_order_acquire); }
@@ -133,7 +160,8 @@ class VolatileCache {
   // Control path. The power goes: every later request fails with -EIO, and
   // the image gets the held writes `keep` says (kRandom: each write with
   // probability 1/2, reproducible from `seed`), in the order they
-  // completed, then a sync. FailedPrecondition if the power is cut already.
+  // completed, then a sync; a write-out under way finishes first.
+  // FailedPrecondition if the power is cut already.
   absl::StatusOr<PowerCutResult> PowerCut(PowerKeep keep, uint64_t seed);
   // At unmount: writes everything held out and syncs (nothing after a cut).
   absl::Status WriteOutAll();
@@ -144,7 +172,8 @@ class VolatileCache {
   uint64_t limit_bytes() const { return limit_bytes_; }
 
  private:
-  // A write held since the last flush, in completion order.
+  // A write held since the last write-out took the held set, in
+  // completion order.
   struct Held {
     uint64_t offset;
     uint64_t length;
@@ -156,15 +185,28 @@ class VolatileCache {
     std::shared_ptr<Data> data;
     uint64_t data_offset;
   };
+  // Writes in completion order, and the newest data of each byte by start.
+  struct Set {
+    std::vector<Held> held;
+    std::map<uint64_t, Extent> extents;
+    uint64_t bytes = 0;  // the sum of the held writes' lengths
+  };
 
-  // All REQUIRES mu_.
-  void Insert(uint64_t offset, uint64_t length, std::shared_ptr<Data> data);
-  // Writes the newest data of every held byte to the image, contiguous
-  // extents in one pwritev; then forgets what was held.
-  int WriteOutLocked();
+  // The write-out thread's loop.
+  void WriteOutLoop();
+  // REQUIRES mu_ held and no write-out under way: `out_` takes the held
+  // set and the thread writes it out; with `flush_ticket` > 0, it syncs
+  // the image after and completes the flushes up to that ticket.
+  void StartWriteOutLocked(uint64_t flush_ticket);
+  // REQUIRES mu_ held by `lock`: waits until no write-out is under way.
+  void WaitWriteOutLocked(std::unique_lock<std::mutex>& lock);
+  static void Insert(Set& set, uint64_t offset, uint64_t length,
+                     std::shared_ptr<Data> data);
+  // Writes the newest data of every byte of `set` to the image, contiguous
+  // extents in one pwritev.
+  int WriteSet(const Set& set);
   int PwriteAll(const std::vector<iovec>& iov, uint64_t offset);
   int SyncImage();
-  void Forget();
 
   const int fd_;
   const std::string name_;
@@ -173,14 +215,28 @@ class VolatileCache {
   const std::shared_ptr<Pool> pool_;
 
   std::mutex mu_;
-  std::vector<Held> held_;               // guarded by mu_
-  std::map<uint64_t, Extent> extents_;   // by start; guarded by mu_
-  std::atomic<uint64_t> held_bytes_{0};  // written under mu_
+  std::condition_variable work_cv_;  // the thread: a write-out or stop
+  std::condition_variable done_cv_;  // waiters: a write-out finished
+  Set held_;                         // guarded by mu_
+  // The set being written out: set under mu_ while no write-out is under
+  // way, then read by the thread without mu_ until it clears `writing_`.
+  Set out_;
+  bool writing_ = false;      // guarded by mu_
+  bool stop_ = false;         // guarded by mu_
+  uint64_t out_ticket_ = 0;   // guarded by mu_; 0: no sync
+  uint64_t flush_asked_ = 0;  // the last flush ticket; guarded by mu_
+  uint64_t flush_done_ = 0;   // flushes up to it are done; by mu_
+  int error_ = 0;             // a failed write-out's; guarded by mu_
+  std::atomic<uint64_t> held_bytes_{0};     // held_.bytes, written under mu_
+  std::atomic<uint64_t> overlay_bytes_{0};  // held_ + out_, under mu_
   std::atomic<bool> cut_{false};
 
   std::atomic<uint64_t> unsafe_bytes_max_{0};
   std::atomic<uint64_t> flushes_{0};
   std::atomic<uint64_t> full_flushes_{0};
+  std::atomic<uint64_t> full_waits_{0};
+
+  std::thread thread_;  // last: starts once everything above is ready
 };
 
 }  // namespace pvdisk::io

@@ -95,8 +95,11 @@ enum class CounterKind {
     "cache=volatile: write-outs of the cache made durable (flushes and "       \
     "full_flushes)")                                                           \
   X(full_flushes, kCount,                                                      \
-    "cache=volatile: writes that found the cache full and waited for a "       \
-    "flush of their own")
+    "cache=volatile: write-outs started by a write that found half the "       \
+    "cache held")                                                              \
+  X(full_waits, kCount,                                                        \
+    "cache=volatile: writes that found the cache full and waited for the "     \
+    "write-out under way")
 
 enum class Counter : int {
 #define PVDISK_COUNTER_ENUM(name, kind, meaning) name,

@@ -43,6 +43,7 @@ std::vector<double> IostatRow(const QueueSnapshot& before,
   double write_merges = d(Counter::merges_write);
   constexpr double kSectorsPerMiB = 2048;
   constexpr double kSectorsPerKiB = 2;
+  constexpr double kBytesPerMiB = 1 << 20;
   std::vector<double> row = {
       Ratio(reads, seconds),
       Ratio(writes, seconds),
@@ -67,6 +68,11 @@ std::vector<double> IostatRow(const QueueSnapshot& before,
       d(Counter::refused_header_writes),
       IntervalP99Millis(before.read_latency, after.read_latency),
       IntervalP99Millis(before.write_latency, after.write_latency),
+      static_cast<double>(after.Get(Counter::unsafe_bytes)) / kBytesPerMiB,
+      static_cast<double>(after.Get(Counter::unsafe_bytes_max)) / kBytesPerMiB,
+      Ratio(d(Counter::flushes), seconds),
+      Ratio(d(Counter::full_flushes), seconds),
+      Ratio(d(Counter::full_waits), seconds),
   };
   return row;
 }

@@ -48,6 +48,16 @@ inline constexpr IostatColumn kIostatColumns[] = {
      "sector 0"},
     {"r_p99", 3, "99th percentile FUSE READ latency in the interval, ms"},
     {"w_p99", 3, "99th percentile FUSE WRITE latency in the interval, ms"},
+    {"unsafe_MB", 2,
+     "cache=volatile: MiB of completed writes no flush covers yet, at the "
+     "end of the interval"},
+    {"unsafe_maxMB", 2,
+     "cache=volatile: the highest unsafe_MB since the mount or reset"},
+    {"wout/s", 2, "cache=volatile: write-outs of the cache per second"},
+    {"full/s", 2,
+     "cache=volatile: write-outs per second started by a half-full cache"},
+    {"fwait/s", 2,
+     "cache=volatile: writes per second that waited for a write-out"},
 };
 
 inline constexpr size_t kNumIostatColumns = std::size(kIostatColumns);

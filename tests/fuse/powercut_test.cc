@@ -100,11 +100,14 @@ using Case = std::tuple<std::string, std::string>;
 std::vector<std::string> MountArgs(const std::string& image,
                                    const Case& param) {
   const auto& [frontend, placement] = param;
-  std::vector<std::string> args = {"--disk",      image + ",cache=volatile",
-                                   "--frontend",  frontend,
-                                   "--placement", placement,
-                                   "--merge",     "on",
-                                   "--queues",    "2"};
+  // The smallest cache: writes start write-outs of their own every few
+  // batches, so that flushes and the cut also meet a write-out under way.
+  std::vector<std::string> args = {
+      "--disk",      image + ",cache=volatile,cache_size=1M",
+      "--frontend",  frontend,
+      "--placement", placement,
+      "--merge",     "on",
+      "--queues",    "2"};
   if (placement == "inline") args.insert(args.end(), {"--fuse-io", "uring"});
   return args;
 }
@@ -307,7 +310,7 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     FrontendsAndPlacements, PowercutPromiseTest,
-    ::testing::Combine(::testing::ValuesIn(AllFrontends()),
+    ::testing::Combine(::testing::ValuesIn(OfferedFrontends()),
                        ::testing::Values(std::string("backend-thread"),
                                          std::string("inline"))),
     CaseName);

@@ -1,9 +1,13 @@
 // `pvdisk stat` on a real mount while real fio runs at a known rate, and
 // its refusals of bad input.
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -152,11 +156,12 @@ TEST(StatCommandTest, TextHasIostatColumnsAndARowPerQueue) {
   std::vector<std::string> header =
       absl::StrSplit(lines[1], ' ', absl::SkipEmpty());
   std::vector<std::string> expected = {
-      "disk",     "queue",     "r/s",      "w/s",         "rMB/s",
-      "wMB/s",    "rrqm/s",    "wrqm/s",   "%rrqm",       "%wrqm",
-      "rareq-sz", "wareq-sz",  "r_await",  "w_await",     "aqu-sz",
-      "ring/req", "kicks/req", "irqs/req", "ring_full/s", "splits/s",
-      "errors",   "invalid",   "refused",  "r_p99",       "w_p99"};
+      "disk",      "queue",        "r/s",      "w/s",         "rMB/s",
+      "wMB/s",     "rrqm/s",       "wrqm/s",   "%rrqm",       "%wrqm",
+      "rareq-sz",  "wareq-sz",     "r_await",  "w_await",     "aqu-sz",
+      "ring/req",  "kicks/req",    "irqs/req", "ring_full/s", "splits/s",
+      "errors",    "invalid",      "refused",  "r_p99",       "w_p99",
+      "unsafe_MB", "unsafe_maxMB", "wout/s",   "full/s",      "fwait/s"};
   EXPECT_EQ(header, expected);
   EXPECT_EQ(lines[2].rfind("a.img all", 0), 0u) << lines[2];
   EXPECT_EQ(lines[3].rfind("a.img 0", 0), 0u) << lines[3];
@@ -169,6 +174,43 @@ TEST(StatCommandTest, TextHasIostatColumnsAndARowPerQueue) {
   lines = absl::StrSplit(one.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u) << one.out;
   EXPECT_EQ(lines[2].rfind("b.img all", 0), 0u) << lines[2];
+}
+
+// A disk with cache=volatile: 1 MiB written without a flush is at risk
+// (unsafe_MB 1), a flush writes it out (wout/s counts it, unsafe_MB goes
+// to 0, unsafe_maxMB stays 1).
+TEST(StatCommandTest, VolatileCacheColumnsShowWhatIsAtRisk) {
+  PVDISK_REQUIRE_FUSE();
+  TempDir dir;
+  CreateImage(dir.Path("v.img"), 4 * kMiB);
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", dir.Path("v.img") + ",cache=volatile"});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  auto disk_row = [&] {
+    CommandResult stat =
+        RunPvdisk({"stat", mount.mountpoint(), "--json", "--count", "1"});
+    EXPECT_EQ(stat.exit_code, 0) << stat.Describe();
+    std::vector<JsonValue> lines = JsonLines(stat.out);
+    EXPECT_EQ(lines.size(), 1u) << stat.out;
+    return lines.empty() ? JsonValue() : lines[0].Find("disks")->array[0];
+  };
+  Fd fd = Open(mount.Path("v.img"), O_RDWR | O_DIRECT);
+  void* buffer = nullptr;
+  ASSERT_EQ(posix_memalign(&buffer, 4096, kMiB), 0);
+  std::memset(buffer, 'u', kMiB);
+  const ssize_t written = pwrite(fd.get(), buffer, kMiB, 0);
+  std::free(buffer);
+  ASSERT_EQ(written, static_cast<ssize_t>(kMiB));
+  JsonValue row = disk_row();
+  EXPECT_DOUBLE_EQ(Field(row, "unsafe_MB"), 1.0);
+  EXPECT_DOUBLE_EQ(Field(row, "unsafe_maxMB"), 1.0);
+  EXPECT_DOUBLE_EQ(Field(row, "wout/s"), 0.0);
+  ASSERT_EQ(fsync(fd.get()), 0);
+  row = disk_row();
+  EXPECT_DOUBLE_EQ(Field(row, "unsafe_MB"), 0.0);
+  EXPECT_DOUBLE_EQ(Field(row, "unsafe_maxMB"), 1.0);
+  EXPECT_GT(Field(row, "wout/s"), 0.0);
+  EXPECT_DOUBLE_EQ(Field(row, "fwait/s"), 0.0);
 }
 
 // Without --count it runs until Ctrl-C, which ends it quietly with 0.

@@ -66,6 +66,7 @@ const std::vector<std::string_view>& ExpectedNames() {
       "unsafe_bytes_max",
       "flushes",
       "full_flushes",
+      "full_waits",
   };
   return *names;
 }
@@ -88,7 +89,7 @@ TEST(CountersTest, EnumIndexMatchesInfoTable) {
   EXPECT_EQ(kCounterInfo[Index(Counter::grant_unmaps)].name, "grant_unmaps");
   EXPECT_EQ(Index(Counter::grant_unmaps), Index(Counter::grant_maps) + 1);
   EXPECT_EQ(kCounterInfo[Index(Counter::errors)].name, "errors");
-  EXPECT_EQ(Index(Counter::full_flushes), kNumCounters - 1);
+  EXPECT_EQ(Index(Counter::full_waits), kNumCounters - 1);
 }
 
 TEST(CountersTest, KindsAndMeanings) {

@@ -73,6 +73,24 @@ TEST(IostatTest, RatesSizesMergesAndAwaitsOverTheInterval) {
   EXPECT_DOUBLE_EQ(Column(row, "invalid"), 1);
 }
 
+TEST(IostatTest, VolatileCacheColumns) {
+  // The gauges are the interval's end, the counts rates over it.
+  QueueSnapshot before = With({{Counter::flushes, 10},
+                               {Counter::full_flushes, 4},
+                               {Counter::full_waits, 1}});
+  QueueSnapshot after = With({{Counter::unsafe_bytes, 3 << 20},
+                              {Counter::unsafe_bytes_max, 8 << 20},
+                              {Counter::flushes, 30},
+                              {Counter::full_flushes, 8},
+                              {Counter::full_waits, 3}});
+  std::vector<double> row = IostatRow(before, after, 2'000'000'000);
+  EXPECT_DOUBLE_EQ(Column(row, "unsafe_MB"), 3);
+  EXPECT_DOUBLE_EQ(Column(row, "unsafe_maxMB"), 8);
+  EXPECT_DOUBLE_EQ(Column(row, "wout/s"), 10);
+  EXPECT_DOUBLE_EQ(Column(row, "full/s"), 2);
+  EXPECT_DOUBLE_EQ(Column(row, "fwait/s"), 1);
+}
+
 TEST(IostatTest, NothingToDivideByGivesZero) {
   QueueSnapshot zero;
   std::vector<double> row = IostatRow(zero, zero, 0);
