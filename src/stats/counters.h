@@ -96,7 +96,9 @@ enum class CounterKind {
     "full_flushes)")                                                           \
   X(full_flushes, kCount,                                                      \
     "cache=volatile: writes that found the cache full and waited for a "       \
-    "flush of their own")
+    "flush of their own")                                                      \
+  X(log_entries, kCount, "log=: entries appended to the write log")            \
+  X(log_bytes, kCount, "log=: bytes appended to the write log")
 
 enum class Counter : int {
 #define PVDISK_COUNTER_ENUM(name, kind, meaning) name,
