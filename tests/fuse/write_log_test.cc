@@ -8,6 +8,7 @@
 // same disk the log still records every write a flush covered. Bad input:
 // a log that cannot be written (nothing mounted), a replay past the log's
 // end and a log that is not whole (one line, exit 2, the image unchanged).
+// QEMU's blklogwrites appends to a pvdisk log, and pvdisk replays that.
 // Needs root, mount, fsfreeze, mkfs.ext4 and e2fsck.
 #include <fcntl.h>
 #include <unistd.h>
@@ -182,7 +183,8 @@ TEST(WriteLogMountTest, WorksBesideAVolatileCache) {
   const std::string data = PatternBytes(7, 256 * 1024);
   {
     Mount mount(dir.MakeDir("mnt"),
-                {"--disk", image + ",cache=volatile,log=" + log});
+                {"--disk", image + ",cache=volatile,log=" + log, "--placement",
+                 "backend-thread"});
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
     Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
     ASSERT_TRUE(fd.valid()) << std::strerror(errno);
@@ -207,6 +209,53 @@ TEST(WriteLogMountTest, WorksBesideAVolatileCache) {
             std::string(data.size(), '\0'));
 }
 
+// Another implementation as the judge of the layout: QEMU's blklogwrites
+// driver, asked to append to pvdisk's log, walks its entries to find the
+// end (refusing a log it cannot walk), and pvdisk replay reads what QEMU
+// appended after pvdisk's entries.
+TEST(WriteLogMountTest, QemuAppendsToThePvdiskLogAndReplayReadsIt) {
+  PVDISK_REQUIRE_FUSE();
+  if (RunCommand({"sh", "-c", "command -v qemu-io"}).exit_code != 0) {
+    GTEST_SKIP() << "qemu-io not found";
+  }
+  TempDir dir;
+  const std::string image = dir.path() + "/disk0.img";
+  const std::string base = dir.path() + "/base.img";
+  const std::string log = dir.path() + "/disk0.log";
+  CreateImage(image, 4 * kMiB);
+  ASSERT_EQ(RunCommand({"cp", image, base}).exit_code, 0);
+  const std::string data = PatternBytes(9, 192 * 1024);
+  {
+    Mount mount(dir.MakeDir("mnt"), {"--disk", image + ",log=" + log,
+                                     "--placement", "backend-thread"});
+    ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+    Fd fd = Open(mount.Path("disk0.img"), O_RDWR | O_DIRECT);
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    void* buffer = nullptr;
+    ASSERT_EQ(posix_memalign(&buffer, 4096, data.size()), 0);
+    std::memcpy(buffer, data.data(), data.size());
+    EXPECT_EQ(pwrite(fd.get(), buffer, data.size(), 0),
+              static_cast<ssize_t>(data.size()));
+    free(buffer);
+    ASSERT_EQ(fsync(fd.get()), 0) << std::strerror(errno);
+    ASSERT_EQ(mount.Unmount().exit_code, 0);
+  }
+  CommandResult qemu = RunCommand(
+      {"qemu-io", "-c", "write -P 0x5a 1M 8k", "-c", "flush",
+       "json:{\"driver\":\"blklogwrites\",\"file\":{\"driver\":\"file\","
+       "\"filename\":\"" +
+           image + "\"},\"log\":{\"driver\":\"file\",\"filename\":\"" + log +
+           "\"},\"log-append\":true}"});
+  ASSERT_EQ(qemu.exit_code, 0) << qemu.Describe();
+  const Listing listing = ListLog(log);
+  ASSERT_EQ(listing.flushes, 2);
+  const std::string copy = ReplayCopy(dir, base, log, {"--to-flush", "2"});
+  Fd fd = Open(copy, O_RDONLY);
+  ASSERT_TRUE(fd.valid());
+  EXPECT_TRUE(PreadAll(fd.get(), 0, data.size()) == data);
+  EXPECT_EQ(PreadAll(fd.get(), 1 * kMiB, 8192), std::string(8192, '\x5a'));
+}
+
 TEST(WriteLogBadInputTest, AnUnwritableLogMountsNothing) {
   PVDISK_REQUIRE_FUSE();
   TempDir dir;
@@ -227,7 +276,8 @@ TEST(WriteLogBadInputTest, ReplayRefusesBadTargetsAndLogsLeavingTheImage) {
   const std::string log = dir.path() + "/disk0.log";
   CreateImage(image, 1 * kMiB);
   {
-    Mount mount(dir.MakeDir("mnt"), {"--disk", image + ",log=" + log});
+    Mount mount(dir.MakeDir("mnt"), {"--disk", image + ",log=" + log,
+                                     "--placement", "backend-thread"});
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
     Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
     ASSERT_TRUE(fd.valid());
