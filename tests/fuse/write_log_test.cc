@@ -11,6 +11,7 @@
 // QEMU's blklogwrites appends to a pvdisk log, and pvdisk replays that.
 // Needs root, mount, fsfreeze, mkfs.ext4 and e2fsck.
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -171,7 +172,8 @@ TEST(WriteLogExt4Test, ReplayToEveryFlushIsCleanAndToAMarkIsTheDiskThen) {
 }
 
 // With cache=volatile the log records what the guest did: the writes and
-// the flush that covered them, marked through the stats file.
+// the flush that covered them, marked through the stats file, and a
+// discard.
 TEST(WriteLogMountTest, WorksBesideAVolatileCache) {
   PVDISK_REQUIRE_FUSE();
   TempDir dir;
@@ -199,14 +201,31 @@ TEST(WriteLogMountTest, WorksBesideAVolatileCache) {
           << std::strerror(errno);
     }
     PwriteAll(fd.get(), 2 * kMiB, data);  // never synced before the mark
+    // A discard of the synced data's first 64 KiB: logged, replayed as
+    // zeros.
+    ASSERT_EQ(fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                        1 * kMiB, 64 * 1024),
+              0)
+        << std::strerror(errno);
+    ASSERT_EQ(fsync(fd.get()), 0) << std::strerror(errno);
     ASSERT_EQ(mount.Unmount().exit_code, 0);
   }
-  const std::string copy = ReplayCopy(dir, base, log, {"--to-mark", "synced"});
+  std::string copy = ReplayCopy(dir, base, log, {"--to-mark", "synced"});
+  {
+    Fd fd = Open(copy, O_RDONLY);
+    ASSERT_TRUE(fd.valid());
+    EXPECT_TRUE(PreadAll(fd.get(), 1 * kMiB, data.size()) == data);
+    EXPECT_EQ(PreadAll(fd.get(), 2 * kMiB, data.size()),
+              std::string(data.size(), '\0'));
+  }
+  copy = ReplayCopy(dir, base, log, {"--to-mark", "dm-log-writes-end"});
   Fd fd = Open(copy, O_RDONLY);
   ASSERT_TRUE(fd.valid());
-  EXPECT_TRUE(PreadAll(fd.get(), 1 * kMiB, data.size()) == data);
-  EXPECT_EQ(PreadAll(fd.get(), 2 * kMiB, data.size()),
-            std::string(data.size(), '\0'));
+  EXPECT_EQ(PreadAll(fd.get(), 1 * kMiB, 64 * 1024),
+            std::string(64 * 1024, '\0'));
+  EXPECT_TRUE(PreadAll(fd.get(), 1 * kMiB + 64 * 1024,
+                       data.size() - 64 * 1024) == data.substr(64 * 1024));
+  EXPECT_TRUE(PreadAll(fd.get(), 2 * kMiB, data.size()) == data);
 }
 
 // Another implementation as the judge of the layout: QEMU's blklogwrites

@@ -196,6 +196,21 @@ TEST(WriteLogTest, ReaderRefusesBadMagicAndTruncation) {
   ASSERT_FALSE(truncated.ok());
   EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos)
       << truncated.status();
+  // Cut inside the data of the last entry the superblock counts.
+  const std::string last = MakeSmallLog(dir);
+  const uint64_t one = 1;
+  {
+    int fd = open(last.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, &one, sizeof(one), 16), 8);
+    close(fd);
+  }
+  ASSERT_TRUE(ReadWriteLogIndex(last).ok());
+  ASSERT_EQ(truncate(last.c_str(), 512 + 512 + 1000), 0);
+  auto cut_data = ReadWriteLogIndex(last);
+  ASSERT_FALSE(cut_data.ok());
+  EXPECT_NE(cut_data.status().message().find("truncated"), std::string::npos)
+      << cut_data.status();
   // Not a log at all.
   WriteFile(path, 4096, 'z');
   auto junk = ReadWriteLogIndex(path);
