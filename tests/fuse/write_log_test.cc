@@ -109,7 +109,7 @@ TEST(WriteLogExt4Test, ReplayToEveryFlushIsCleanAndToAMarkIsTheDiskThen) {
   const std::string image = dir.path() + "/disk0.img";
   const std::string base = dir.path() + "/base.img";
   const std::string log = dir.path() + "/disk0.log";
-  CreateImage(image, 32 * kMiB);
+  CreateImage(image, 16 * kMiB);
   CommandResult mkfs = RunCommand({"mkfs.ext4", "-q", "-F", image});
   ASSERT_EQ(mkfs.exit_code, 0) << mkfs.Describe();
   // The state the log starts from: the image at mount.
@@ -124,7 +124,7 @@ TEST(WriteLogExt4Test, ReplayToEveryFlushIsCleanAndToAMarkIsTheDiskThen) {
     ASSERT_TRUE(fs.ok()) << fs.result().Describe();
     for (int i = 0; i < 3; ++i) {
       const std::string name = fs_dir + "/file" + std::to_string(i);
-      WriteWholeFile(name, PatternBytes(i + 1, 200 * 1024 + i * 4096));
+      WriteWholeFile(name, PatternBytes(i + 1, 100 * 1024 + i * 4096));
       ASSERT_EQ(RunCommand({"mv", name, name + ".done"}).exit_code, 0);
       ASSERT_EQ(RunCommand({"sync", "-f", fs_dir}).exit_code, 0);
       // Frozen, the file system writes nothing: the disk read now is the
@@ -148,6 +148,7 @@ TEST(WriteLogExt4Test, ReplayToEveryFlushIsCleanAndToAMarkIsTheDiskThen) {
     ASSERT_EQ(mount.Unmount().exit_code, 0);
   }
   const Listing listing = ListLog(log);
+  RecordProperty("flushes_replayed", listing.flushes);
   EXPECT_GE(listing.flushes, 3);
   EXPECT_EQ(listing.marks, (std::vector<std::string>{"file0", "file1", "file2",
                                                      "dm-log-writes-end"}));
