@@ -111,6 +111,20 @@ const std::vector<CommandInfo>& Commands() {
        "write whole or not at all. It prints what was dropped. Unmount and "
        "mount again to reboot.",
        PowercutFlags, RunPowercut},
+      {"mark", "MOUNTPOINT [DISK] NAME", "add a mark to a disk's write log",
+       "Adds a mark named NAME to the write log of a disk mounted with "
+       "log=FILE, after every I/O that completed before it: pvdisk replay "
+       "--to-mark NAME rebuilds the image as it was then. The same as "
+       "writing 'mark DISK NAME' to the mount's stats file.",
+       MarkFlags, RunMark},
+      {"replay", "LOG [IMAGE] (--to ENTRY|--to-flush N|--to-mark NAME|--list)",
+       "rebuild an image at a point of its write log",
+       "Applies a write log's entries (dm-log-writes' format, as log=FILE "
+       "writes it) in order to IMAGE, a copy of the image as it was when the "
+       "log began, up to the entry, flush or mark given; or lists the "
+       "entries. A log that is not whole or a point past its end is refused "
+       "with IMAGE unchanged.",
+       ReplayFlags, RunReplay},
   };
   return commands;
 }

@@ -166,6 +166,14 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
             "the most a volatile cache holds"));
       }
       spec.cache_bytes = *size;
+    } else if (option.rfind("log=", 0) == 0) {
+      if (option.size() == 4) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--disk ", text,
+                         ": log takes the file to write the log to, e.g. "
+                         "log=/tmp/disk.log"));
+      }
+      spec.log_path = option.substr(4);
     } else if (option.rfind("eio=", 0) == 0) {
       std::vector<std::string> range = absl::StrSplit(option.substr(4), '+');
       io::FaultRange fault;

@@ -31,6 +31,9 @@ const std::vector<DiskOptionInfo>& DiskOptions() {
       {"cache_size=SIZE", "",
        "the bytes cache=volatile holds, written out or not, before a write "
        "must wait for a write-out (default 64M)"},
+      {"log=FILE", "",
+       "append every write, discard and flush to FILE in dm-log-writes' "
+       "format, for pvdisk replay (thread backend)"},
       {"conf=PATH", "rbd", "the cluster's ceph.conf"},
       {"id=CLIENT", "rbd", "the client name"},
       {"timeout=SECONDS", "rbd",

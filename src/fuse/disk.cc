@@ -93,12 +93,14 @@ image::ImageSpec ImageSpecOf(const DiskSpec& spec, io::EngineKind engine) {
 
 transport::EngineFactory EngineFactoryFor(
     const DiskSpec& spec, std::shared_ptr<image::Image> image,
-    std::shared_ptr<io::VolatileCache> cache) {
+    std::shared_ptr<io::VolatileCache> cache,
+    std::shared_ptr<io::WriteLog> write_log) {
   // Backends call this again to replace a failed engine: it owns what it
   // captures.
   io::EngineOptions base_engine_options =
       BaseEngineOptions(spec, image->engine());
   base_engine_options.volatile_cache = std::move(cache);
+  base_engine_options.write_log = std::move(write_log);
   return [image = std::move(image), base_engine_options](
              uint32_t depth, io::RingLender* lender) {
     io::EngineOptions engine_options = base_engine_options;
@@ -177,12 +179,27 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
         disk->image_->files()[0], disk->image_->name(), spec.cache_bytes,
         test_fault.lying_flush);
   }
+  if (!spec.log_path.empty()) {
+    // The log is written by the daemon's own backend threads.
+    if (in_process) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--disk ", spec.path, ": log= needs --backend thread (the default)"));
+    }
+    absl::StatusOr<std::shared_ptr<io::WriteLog>> log =
+        io::WriteLog::Create(spec.log_path);
+    if (!log.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--disk ", spec.path, ",log=", spec.log_path, ": ",
+                       log.status().message()));
+    }
+    disk->write_log_ = std::move(*log);
+  }
   const std::string serial =
       SerialOf(disk->image_->name(), disk->image_->identity(),
                disk->image_->size_bytes());
   // The one way this disk makes engines, whichever image it serves.
   transport::EngineFactory make_engine =
-      EngineFactoryFor(spec, disk->image_, disk->cache_);
+      EngineFactoryFor(spec, disk->image_, disk->cache_, disk->write_log_);
   if (spec.expected_size && *spec.expected_size != disk->size_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--disk ", spec.path, ",size=", FormatSize(*spec.expected_size),
@@ -273,6 +290,11 @@ void Disk::Shutdown(std::chrono::steady_clock::time_point deadline) {
   }
   // Free the image for the next user as soon as its data is durable.
   image_->Release();
+  if (write_log_) {
+    if (absl::Status closed = write_log_->Close(); !closed.ok()) {
+      LogInfo("%s", closed.message());
+    }
+  }
 }
 
 void Disk::Abandon() {
@@ -410,8 +432,21 @@ stats::DiskReport Disk::Report() const {
           {"cut_kept_bytes", absl::StrCat(cut_result_->kept_bytes)});
     }
   }
+  report.config.push_back(
+      {"log", write_log_ ? write_log_->path() : std::string("none")});
+  if (write_log_) {
+    const std::string failed = write_log_->failed();
+    report.config.push_back({"log_state", failed.empty() ? "on" : failed});
+  }
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     report.queues.push_back(transport_->queue(q).stats().Snapshot());
+  }
+  if (write_log_) {
+    // The log is the disk's: its counts go on queue 0's row.
+    const io::WriteLogCounts counts = write_log_->counts();
+    auto& values = report.queues[0].values;
+    values[stats::Index(stats::Counter::log_entries)] = counts.entries;
+    values[stats::Index(stats::Counter::log_bytes)] = counts.bytes;
   }
   if (cache_) {
     // The cache is the disk's, not a queue's: its counts go on queue 0's
@@ -433,6 +468,16 @@ void Disk::ResetStats() {
     transport_->queue(q).stats().Reset();
   }
   if (cache_) cache_->ResetCounts();
+  if (write_log_) write_log_->ResetCounts();
+}
+
+absl::Status Disk::Mark(std::string_view name) {
+  if (!write_log_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(name_, " has no write log to mark: mount it with --disk ",
+                     image_->name(), ",log=FILE"));
+  }
+  return write_log_->AppendMark(name);
 }
 
 absl::StatusOr<io::PowerCutResult> Disk::PowerCut(io::PowerKeep keep,

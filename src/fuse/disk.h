@@ -20,6 +20,7 @@
 #include "io/engine_factory.h"
 #include "io/rbd_spec.h"
 #include "io/volatile_cache.h"
+#include "io/write_log.h"
 #include "stats/render.h"
 #include "trace/queue_trace.h"
 #include "transport/process/backend_supervisor.h"
@@ -50,6 +51,9 @@ struct DiskSpec {
   // (io/volatile_cache.h); `cache_bytes` (",cache_size=SIZE") bounds it.
   bool cache_volatile = false;
   uint64_t cache_bytes = io::kDefaultVolatileCacheBytes;
+  // ",log=FILE": the write log (io/write_log.h); empty for none. Made
+  // absolute by CheckDiskList.
+  std::string log_path;
   // The --disk argument as given, for a backend process to parse again.
   std::string arg;
 };
@@ -96,10 +100,12 @@ image::ImageSpec ImageSpecOf(const DiskSpec& spec, io::EngineKind engine);
 // MakeEngine), with `spec`'s fault injection and delay. The factory holds
 // the image, which so outlives every engine made. Used by the daemon
 // (Disk::Open) and by a backend process (cli/backend_command.cc).
-// `cache`: the disk's volatile write cache (cache=volatile), or null.
+// `cache`: the disk's volatile write cache (cache=volatile), or null;
+// `write_log`: its write log (log=FILE), or null.
 transport::EngineFactory EngineFactoryFor(
     const DiskSpec& spec, std::shared_ptr<image::Image> image,
-    std::shared_ptr<io::VolatileCache> cache = nullptr);
+    std::shared_ptr<io::VolatileCache> cache = nullptr,
+    std::shared_ptr<io::WriteLog> write_log = nullptr);
 
 // What a backend process gets in BackendSetup::engine_config: the --disk
 // argument as given (for its options; its path only names the image in
@@ -203,6 +209,12 @@ class Disk {
                                               uint64_t seed);
   bool has_volatile_cache() const { return cache_ != nullptr; }
 
+  // Appends a mark named `name` to the disk's write log (log=FILE).
+  // FailedPrecondition, naming the disk, for a disk without a log;
+  // InvalidArgument for a name a mark cannot have.
+  absl::Status Mark(std::string_view name);
+  bool has_write_log() const { return write_log_ != nullptr; }
+
  private:
   Disk() = default;
 
@@ -214,6 +226,8 @@ class Disk {
   std::optional<io::CompletionDelay> delay_;  // for the stats header
   // cache=volatile only; shared with the engines.
   std::shared_ptr<io::VolatileCache> cache_;
+  // log=FILE only; shared with the engines.
+  std::shared_ptr<io::WriteLog> write_log_;
   // What the power cut did, for the stats header (cache_ only).
   mutable std::mutex cut_mu_;
   std::optional<io::PowerCutResult> cut_result_;

@@ -1,5 +1,8 @@
 #include "fuse/disk_list_check.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -107,6 +110,54 @@ absl::StatusOr<std::string> CheckFileDisk(DiskSpec* spec,
   return name;
 }
 
+// The checks of a disk's log=FILE: makes it absolute, and refuses a log
+// inside the mountpoint, one that is an image or another disk's log, and
+// one that cannot be written (its directory's or its own permissions), so
+// that nothing is mounted with a log that cannot be written.
+absl::Status CheckLogPath(DiskSpec* spec, const std::string& mountpoint,
+                          std::set<std::string>* seen) {
+  if (spec->log_path.empty()) return absl::OkStatus();
+  const std::string& given = spec->log_path;
+  auto refuse = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--disk ", spec->path, ",log=", given, ": ", why));
+  };
+  const size_t slash = given.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : given.substr(0, slash);
+  const std::string base =
+      slash == std::string::npos ? given : given.substr(slash + 1);
+  if (base.empty() || base == "." || base == "..") {
+    return refuse("log takes a file, not a directory");
+  }
+  char resolved[PATH_MAX];
+  if (realpath(dir.c_str(), resolved) == nullptr) {
+    return refuse(absl::StrCat("cannot write the log: its directory ", dir,
+                               ": ", strerror(errno)));
+  }
+  const std::string path =
+      absl::StrCat(std::string(resolved) == "/" ? "" : resolved, "/", base);
+  if (path.rfind(mountpoint + "/", 0) == 0) {
+    return refuse("the log lies inside the mountpoint; keep it outside");
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode)) return refuse("the log must be a regular file");
+    if (access(path.c_str(), W_OK) != 0) {
+      return refuse(absl::StrCat("cannot write the log: ", strerror(errno)));
+    }
+  } else if (access(resolved, W_OK | X_OK) != 0) {
+    return refuse(absl::StrCat("cannot create the log in ", resolved, ": ",
+                               strerror(errno)));
+  }
+  if (!seen->insert(path).second) {
+    return refuse("the log is an image or another disk's log");
+  }
+  spec->log_path = path;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<CheckedDisks> CheckDiskList(std::vector<DiskSpec> specs,
@@ -127,6 +178,7 @@ absl::StatusOr<CheckedDisks> CheckDiskList(std::vector<DiskSpec> specs,
       PVDISK_ASSIGN_OR_RETURN(
           name, CheckFileDisk(&spec, mountpoint, &seen_paths, &seen_names));
     }
+    PVDISK_RETURN_IF_ERROR(CheckLogPath(&spec, mountpoint, &seen_paths));
     checked.disks.push_back(std::move(spec));
     checked.names.push_back(std::move(name));
   }

@@ -84,6 +84,26 @@ int Filesystem::PowerCut(const stats::StatsRequest& request) {
   return -ENOENT;
 }
 
+int Filesystem::Mark(const stats::StatsRequest& request) {
+  bool found = false;
+  for (auto& disk : disks_) {
+    if (request.disk.empty() ? !disk->has_write_log()
+                             : disk->name() != request.disk) {
+      continue;
+    }
+    found = true;
+    if (absl::Status marked = disk->Mark(request.mark); !marked.ok()) {
+      LogInfo("%s", marked.message());
+      const bool bad_input =
+          !disk->has_write_log() ||
+          marked.code() == absl::StatusCode::kInvalidArgument;
+      return bad_input ? -EINVAL : -EIO;
+    }
+  }
+  if (found) return 0;
+  return request.disk.empty() ? -EINVAL : -ENOENT;
+}
+
 void Filesystem::ResetStats() {
   for (auto& disk : disks_) disk->ResetStats();
   stats_since_ns_.store(stats::MonotonicNanos(), std::memory_order_relaxed);

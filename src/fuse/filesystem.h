@@ -55,6 +55,11 @@ class Filesystem {
   // of that name), -EINVAL (the disk has no cache=volatile), -EALREADY
   // (cut already), -EIO (the kept writes could not be written).
   int PowerCut(const stats::StatsRequest& request);
+  // A mark's command (Disk::Mark) for the disk it names, or for every disk
+  // with a write log when it names none: 0, or -ENOENT (no disk of that
+  // name), -EINVAL (no write log there, or a name a mark cannot have),
+  // -EIO (the log cannot be written).
+  int Mark(const stats::StatsRequest& request);
 
   // Whether a disk's shutdown gave up on I/O in flight (Disk::Shutdown):
   // then the process must end (_exit) without destroying the Filesystem's

@@ -323,6 +323,10 @@ void FilesystemHandler::Write(const Request& request, Reply reply) {
     if (!parsed.ok()) return reply.Error(EINVAL);
     if (parsed->command == stats::StatsCommand::kReset) {
       fs_.ResetStats();
+    } else if (parsed->command == stats::StatsCommand::kMark) {
+      if (int marked = fs_.Mark(*parsed); marked < 0) {
+        return reply.Error(-marked);
+      }
     } else if (int cut = fs_.PowerCut(*parsed); cut < 0) {
       return reply.Error(-cut);
     }

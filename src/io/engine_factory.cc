@@ -8,6 +8,7 @@
 #include "io/failing_engine.h"
 #include "io/fault_engine.h"
 #include "io/hanging_engine.h"
+#include "io/log_engine.h"
 #include "io/null_engine.h"
 #include "io/sync_engine.h"
 #include "io/test_fault.h"
@@ -78,6 +79,11 @@ absl::StatusOr<std::unique_ptr<IoEngine>> WrapEngine(
   if (options.delay && (options.delay->us > 0 || options.delay->write_us > 0)) {
     engine = WrapWithDelay(std::move(engine), *options.delay, options.depth,
                            options.ring_lender);
+  }
+  // Over everything a disk models: the log records what the caller was
+  // told, in the order it was told.
+  if (options.write_log) {
+    engine = WrapWithWriteLog(std::move(engine), options.write_log);
   }
   // Test only, from the environment (test_fault.h). An engine on a lent
   // ring never fails as a whole: fail= leaves it alone.

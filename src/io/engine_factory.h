@@ -13,6 +13,7 @@
 #include "io/io_engine.h"
 #include "io/ring_lender.h"
 #include "io/volatile_cache.h"
+#include "io/write_log.h"
 
 namespace pvdisk::io {
 
@@ -85,6 +86,10 @@ struct EngineOptions {
   // cache=volatile`; see volatile_cache.h), shared by all its engines: its
   // decorator goes right over the file engine.
   std::shared_ptr<VolatileCache> volatile_cache;
+  // When set, the disk logs its writes, discards and flushes there
+  // (`--disk IMG,log=FILE`; see log_engine.h), shared by all its engines:
+  // its decorator goes over all the others.
+  std::shared_ptr<WriteLog> write_log;
 };
 
 // `image` must stay open for the engine's lifetime. Checks `options`

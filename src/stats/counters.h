@@ -99,7 +99,9 @@ enum class CounterKind {
     "cache held")                                                              \
   X(full_waits, kCount,                                                        \
     "cache=volatile: writes that found the cache full and waited for the "     \
-    "write-out under way")
+    "write-out under way")                                                     \
+  X(log_entries, kCount, "log=: entries appended to the write log")            \
+  X(log_bytes, kCount, "log=: bytes appended to the write log")
 
 enum class Counter : int {
 #define PVDISK_COUNTER_ENUM(name, kind, meaning) name,

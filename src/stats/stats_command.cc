@@ -19,7 +19,8 @@ absl::Status Unknown(absl::string_view command, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(
       "stats: ", why, " '", absl::CEscape(command.substr(0, kQuoted)),
       command.size() > kQuoted ? "...'" : "'",
-      "; allowed: reset, powercut DISK [keep=none|all|random] [seed=N]"));
+      "; allowed: reset, powercut DISK [keep=none|all|random] [seed=N], "
+      "mark [DISK] NAME"));
 }
 
 }  // namespace
@@ -30,6 +31,16 @@ absl::StatusOr<StatsRequest> ParseStatsRequest(absl::string_view text) {
   if (command == "reset") return request;
   std::vector<absl::string_view> words =
       absl::StrSplit(command, ' ', absl::SkipEmpty());
+  if (!words.empty() && words[0] == "mark") {
+    if (words.size() < 2 || words.size() > 3 ||
+        (words.size() == 3 && absl::StrContains(words[1], '/'))) {
+      return Unknown(command, "mark takes a name, after a disk's if given, in");
+    }
+    request.command = StatsCommand::kMark;
+    if (words.size() == 3) request.disk = std::string(words[1]);
+    request.mark = std::string(words.back());
+    return request;
+  }
   if (words.empty() || words[0] != "powercut") {
     return Unknown(command, "unknown command");
   }

@@ -13,6 +13,7 @@ namespace pvdisk::stats {
 enum class StatsCommand {
   kReset,     // zero every counter of every queue
   kPowerCut,  // cut the power of a disk with cache=volatile
+  kMark,      // add a mark to the write log of a disk with log=FILE
 };
 
 // One write's command with its arguments.
@@ -23,11 +24,15 @@ struct StatsRequest {
   std::string disk;
   std::string keep = "none";
   uint64_t seed = 0;
+  // kMark: the mark's name; `disk` names the disk, or is empty for every
+  // disk of the mount that has a log.
+  std::string mark;
 };
 
 // Parses the bytes of one write(2) to the stats file:
 //   reset
 //   powercut DISK [keep=none|all|random] [seed=N]
+//   mark [DISK] NAME
 // (what `pvdisk powercut` writes), surrounding ASCII whitespace (such as
 // echo's newline) allowed. Anything else is InvalidArgument naming what was
 // written and what is allowed.

@@ -72,7 +72,8 @@ const std::vector<std::string>& ConfigKeys() {
                                                 "fuse_spread",
                                                 "placement",
                                                 "backend",
-                                                "cache"};
+                                                "cache",
+                                                "log"};
   return keys;
 }
 

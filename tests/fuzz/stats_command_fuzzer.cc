@@ -1,6 +1,7 @@
 // Fuzzes ParseStatsRequest: any bytes written to the stats file are either
-// one of its commands (and then they say "reset", or "powercut" and a disk
-// name) or refused with an InvalidArgument naming the allowed commands.
+// one of its commands (and then they say "reset", "mark" and a name, or
+// "powercut" and a disk name) or refused with an InvalidArgument naming the
+// allowed commands.
 #include <cstdint>
 #include <string>
 
@@ -16,6 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (command->command == pvdisk::stats::StatsCommand::kReset) {
       FUZZ_CHECK(absl::StrContains(text, "reset"),
                  "a reset accepted that does not say reset");
+    } else if (command->command == pvdisk::stats::StatsCommand::kMark) {
+      FUZZ_CHECK(absl::StrContains(text, "mark"),
+                 "a mark accepted that does not say mark");
+      FUZZ_CHECK(
+          !command->mark.empty() && absl::StrContains(text, command->mark),
+          "a mark whose name the write does not give");
     } else {
       FUZZ_CHECK(absl::StrContains(text, "powercut"),
                  "a power cut accepted that does not say powercut");

@@ -67,6 +67,8 @@ const std::vector<std::string_view>& ExpectedNames() {
       "flushes",
       "full_flushes",
       "full_waits",
+      "log_entries",
+      "log_bytes",
   };
   return *names;
 }
@@ -89,7 +91,7 @@ TEST(CountersTest, EnumIndexMatchesInfoTable) {
   EXPECT_EQ(kCounterInfo[Index(Counter::grant_unmaps)].name, "grant_unmaps");
   EXPECT_EQ(Index(Counter::grant_unmaps), Index(Counter::grant_maps) + 1);
   EXPECT_EQ(kCounterInfo[Index(Counter::errors)].name, "errors");
-  EXPECT_EQ(Index(Counter::full_waits), kNumCounters - 1);
+  EXPECT_EQ(Index(Counter::log_bytes), kNumCounters - 1);
 }
 
 TEST(CountersTest, KindsAndMeanings) {

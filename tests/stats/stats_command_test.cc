@@ -55,6 +55,28 @@ TEST(StatsCommandTest, RefusesABadPowercutNamingTheForm) {
   }
 }
 
+TEST(StatsCommandTest, AcceptsAMarkWithOrWithoutItsDisk) {
+  absl::StatusOr<StatsRequest> request = ParseStatsRequest("mark first\n");
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->command, StatsCommand::kMark);
+  EXPECT_EQ(request->disk, "");
+  EXPECT_EQ(request->mark, "first");
+  request = ParseStatsRequest("mark disk0.img second");
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->disk, "disk0.img");
+  EXPECT_EQ(request->mark, "second");
+}
+
+TEST(StatsCommandTest, RefusesABadMarkNamingTheForm) {
+  for (const char* text : {"mark", "mark a b c", "mark a/b name"}) {
+    absl::StatusOr<StatsRequest> request = ParseStatsRequest(text);
+    ASSERT_FALSE(request.ok()) << "'" << text << "' was accepted";
+    EXPECT_NE(request.status().message().find("mark [DISK] NAME"),
+              std::string::npos)
+        << request.status();
+  }
+}
+
 TEST(StatsCommandTest, QuotesBinaryInputEscapedAndShortened) {
   std::string junk(1000, '\x01');
   junk[0] = '\0';

@@ -1,0 +1,237 @@
+// The write log's bytes (io/write_log.h) follow dm-log-writes' layout, read
+// here field by field at the offsets of the kernel's struct log_write_super
+// and struct log_write_entry (drivers/md/dm-log-writes.c), with this test's
+// own decoding, not the writer's structs; and the reader and replay
+// (io/write_log_reader.h, io/write_log_replay.h) refuse what is not a whole
+// log, or a replay beyond the image, leaving the image unchanged.
+#include "io/write_log.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "io/write_log_reader.h"
+#include "io/write_log_replay.h"
+#include "temp_dir.h"
+
+namespace pvdisk::io {
+namespace {
+
+using testing::ReadFileRange;
+using testing::TempDir;
+using testing::WriteFile;
+
+std::string WholeFile(const std::string& path) {
+  std::string data;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0) << path;
+  if (fd < 0) return data;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = read(fd, buffer, sizeof(buffer))) > 0) data.append(buffer, n);
+  close(fd);
+  return data;
+}
+
+// Little-endian fields, decoded byte by byte.
+uint64_t Le64(const std::string& bytes, size_t at) {
+  uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) {
+    value = (value << 8) | static_cast<uint8_t>(bytes.at(at + i));
+  }
+  return value;
+}
+uint32_t Le32(const std::string& bytes, size_t at) {
+  return static_cast<uint32_t>(
+      Le64(bytes.substr(at, 4) + std::string(4, '\0'), 0));
+}
+
+// An entry header, at the offsets of struct log_write_entry: __le64 sector,
+// nr_sectors, flags, data_len.
+struct Header {
+  uint64_t sector, nr_sectors, flags, data_len;
+};
+Header HeaderAt(const std::string& log, size_t at) {
+  return Header{Le64(log, at), Le64(log, at + 8), Le64(log, at + 16),
+                Le64(log, at + 24)};
+}
+
+bool AllZero(const std::string& bytes, size_t from, size_t to) {
+  for (size_t i = from; i < to; ++i) {
+    if (bytes.at(i) != 0) return false;
+  }
+  return true;
+}
+
+TEST(WriteLogTest, BytesFollowTheDmLogWritesLayout) {
+  TempDir dir;
+  const std::string path = dir.File("disk.log");
+  auto log = WriteLog::Create(path);
+  ASSERT_TRUE(log.ok()) << log.status();
+  // A write of two sectors at byte 4096 from two buffers, a discard of 8
+  // sectors at byte 8192, a flush, a mark, and the end.
+  std::string a(512, 'a'), b(512, 'b');
+  iovec iov[2] = {{a.data(), a.size()}, {b.data(), b.size()}};
+  ASSERT_EQ((*log)->AppendWrite(4096, iov, 2, 1024), 0);
+  ASSERT_EQ((*log)->AppendDiscard(8192, 4096), 0);
+  ASSERT_EQ((*log)->AppendFlush(), 0);
+  ASSERT_TRUE((*log)->AppendMark("after-a").ok());
+  ASSERT_TRUE((*log)->Close().ok());
+  EXPECT_EQ((*log)->counts().entries, 5u);
+
+  const std::string bytes = WholeFile(path);
+  // The superblock: __le64 magic, version, nr_entries; __le32 sectorsize.
+  ASSERT_EQ(bytes.size(), 512u * 8);
+  EXPECT_EQ(Le64(bytes, 0), 0x6a736677736872ull);
+  EXPECT_EQ(Le64(bytes, 8), 1u);
+  EXPECT_EQ(Le64(bytes, 16), 5u);
+  EXPECT_EQ(Le32(bytes, 24), 512u);
+  EXPECT_TRUE(AllZero(bytes, 28, 512));
+  // Entry 0: the write, its header sector and its two data sectors.
+  Header write = HeaderAt(bytes, 512);
+  EXPECT_EQ(write.sector, 8u);
+  EXPECT_EQ(write.nr_sectors, 2u);
+  EXPECT_EQ(write.flags, 0u);
+  EXPECT_EQ(write.data_len, 0u);
+  EXPECT_TRUE(AllZero(bytes, 512 + 32, 1024));
+  EXPECT_EQ(bytes.substr(1024, 1024), a + b);
+  // Entry 1: the discard (flag 4), no data sectors.
+  Header discard = HeaderAt(bytes, 2048);
+  EXPECT_EQ(discard.sector, 16u);
+  EXPECT_EQ(discard.nr_sectors, 8u);
+  EXPECT_EQ(discard.flags, 4u);
+  EXPECT_EQ(discard.data_len, 0u);
+  // Entry 2: the flush (flag 1).
+  Header flush = HeaderAt(bytes, 2560);
+  EXPECT_EQ(flush.sector, 0u);
+  EXPECT_EQ(flush.nr_sectors, 0u);
+  EXPECT_EQ(flush.flags, 1u);
+  // Entry 3: the mark (flag 8), its name after the header in its sector.
+  Header mark = HeaderAt(bytes, 3072);
+  EXPECT_EQ(mark.flags, 8u);
+  EXPECT_EQ(mark.nr_sectors, 0u);
+  EXPECT_EQ(mark.data_len, 7u);
+  EXPECT_EQ(bytes.substr(3072 + 32, 7), "after-a");
+  EXPECT_TRUE(AllZero(bytes, 3072 + 32 + 7, 3584));
+  // Entry 4: the end mark the kernel's target also writes.
+  Header end = HeaderAt(bytes, 3584);
+  EXPECT_EQ(end.flags, 8u);
+  EXPECT_EQ(bytes.substr(3584 + 32, end.data_len), "dm-log-writes-end");
+}
+
+TEST(WriteLogTest, SuperblockCountsEntriesAtFlushesAndMarks) {
+  TempDir dir;
+  const std::string path = dir.File("disk.log");
+  auto log = WriteLog::Create(path);
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_EQ(Le64(WholeFile(path), 16), 0u);
+  std::string data(4096, 'x');
+  iovec iov{data.data(), data.size()};
+  ASSERT_EQ((*log)->AppendWrite(0, &iov, 1, 4096), 0);
+  // Not yet counted: the superblock is rewritten at flushes and marks.
+  EXPECT_EQ(Le64(WholeFile(path), 16), 0u);
+  ASSERT_EQ((*log)->AppendFlush(), 0);
+  EXPECT_EQ(Le64(WholeFile(path), 16), 2u);
+  ASSERT_TRUE((*log)->AppendMark("m").ok());
+  EXPECT_EQ(Le64(WholeFile(path), 16), 3u);
+}
+
+TEST(WriteLogTest, MarkNamesAreChecked) {
+  TempDir dir;
+  auto log = WriteLog::Create(dir.File("disk.log"));
+  ASSERT_TRUE(log.ok()) << log.status();
+  EXPECT_FALSE((*log)->AppendMark("").ok());
+  EXPECT_FALSE((*log)->AppendMark("two words").ok());
+  EXPECT_FALSE((*log)->AppendMark(std::string(480, 'x')).ok());
+  EXPECT_TRUE((*log)->AppendMark(std::string(479, 'x')).ok());
+}
+
+TEST(WriteLogTest, AnUnwritableLogIsRefusedNamingIt) {
+  auto log = WriteLog::Create("/nonexistent-dir/disk.log");
+  ASSERT_FALSE(log.ok());
+  EXPECT_NE(log.status().message().find("/nonexistent-dir/disk.log"),
+            std::string::npos)
+      << log.status();
+}
+
+// A log of a write of 'w' over sectors 2..3 and a flush, read back.
+std::string MakeSmallLog(const TempDir& dir) {
+  const std::string path = dir.File("small.log");
+  auto log = WriteLog::Create(path);
+  EXPECT_TRUE(log.ok()) << log.status();
+  std::string data(1024, 'w');
+  iovec iov{data.data(), data.size()};
+  EXPECT_EQ((*log)->AppendWrite(1024, &iov, 1, 1024), 0);
+  EXPECT_EQ((*log)->AppendFlush(), 0);
+  EXPECT_TRUE((*log)->Close().ok());
+  return path;
+}
+
+TEST(WriteLogTest, ReaderIndexesAndReplayApplies) {
+  TempDir dir;
+  const std::string path = MakeSmallLog(dir);
+  auto index = ReadWriteLogIndex(path);
+  ASSERT_TRUE(index.ok()) << index.status();
+  ASSERT_EQ(index->entries.size(), 3u);
+  EXPECT_EQ(index->entries[0].sector, 2u);
+  EXPECT_EQ(index->entries[0].data_bytes, 1024u);
+  EXPECT_EQ(index->entries[2].mark, "dm-log-writes-end");
+  const std::string image = dir.File("image");
+  WriteFile(image, 8192, '.');
+  ASSERT_TRUE(ReplayWriteLog(path, *index, 1, image).ok());
+  EXPECT_EQ(
+      ReadFileRange(image, 0, 4096),
+      std::string(1024, '.') + std::string(1024, 'w') + std::string(2048, '.'));
+}
+
+TEST(WriteLogTest, ReaderRefusesBadMagicAndTruncation) {
+  TempDir dir;
+  const std::string path = MakeSmallLog(dir);
+  // Truncated inside the write's data.
+  ASSERT_EQ(truncate(path.c_str(), 512 + 512 + 100), 0);
+  auto truncated = ReadWriteLogIndex(path);
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.status().message().find("truncated"), std::string::npos)
+      << truncated.status();
+  // Cut inside the data of the last entry the superblock counts.
+  const std::string last = MakeSmallLog(dir);
+  const uint64_t one = 1;
+  {
+    int fd = open(last.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, &one, sizeof(one), 16), 8);
+    close(fd);
+  }
+  ASSERT_TRUE(ReadWriteLogIndex(last).ok());
+  ASSERT_EQ(truncate(last.c_str(), 512 + 512 + 1000), 0);
+  auto cut_data = ReadWriteLogIndex(last);
+  ASSERT_FALSE(cut_data.ok());
+  EXPECT_NE(cut_data.status().message().find("truncated"), std::string::npos)
+      << cut_data.status();
+  // Not a log at all.
+  WriteFile(path, 4096, 'z');
+  auto junk = ReadWriteLogIndex(path);
+  ASSERT_FALSE(junk.ok());
+  EXPECT_NE(junk.status().message().find("magic"), std::string::npos)
+      << junk.status();
+}
+
+TEST(WriteLogTest, ReplayBeyondTheImageLeavesItUnchanged) {
+  TempDir dir;
+  const std::string path = MakeSmallLog(dir);
+  auto index = ReadWriteLogIndex(path);
+  ASSERT_TRUE(index.ok()) << index.status();
+  // The write ends at byte 2048: an image of 1536 bytes cannot take it.
+  const std::string image = dir.File("image");
+  WriteFile(image, 1536, '.');
+  absl::Status replayed = ReplayWriteLog(path, *index, 3, image);
+  ASSERT_FALSE(replayed.ok());
+  EXPECT_NE(replayed.message().find("beyond"), std::string::npos) << replayed;
+  EXPECT_EQ(ReadFileRange(image, 0, 1536), std::string(1536, '.'));
+}
+
+}  // namespace
+}  // namespace pvdisk::io
