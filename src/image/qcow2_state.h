@@ -150,6 +150,19 @@ class Qcow2State {
   absl::Status ReleaseNamed(const qcow2::Mapping& m, Qcow2Counts& counts);
   // Commit with mutex() held exclusively.
   absl::Status CommitLocked(Qcow2Counts& counts);
+  // Allocates a cluster for the top layer's cluster of `voff` (its L2
+  // table first if needed), journals the refcount writes and extends the
+  // file over it; as part of the change journal_.Begin() started.
+  // REQUIRES: mutex() held exclusively.
+  absl::StatusOr<uint64_t> AllocateClusterLocked(uint64_t voff,
+                                                 Qcow2Counts& counts);
+  // With extended L2 entries (qcow2_subclusters.cc): WriteAllocatingLocked
+  // and Deallocate by subcluster. REQUIRES: mutex() held exclusively.
+  absl::StatusOr<std::optional<uint64_t>> WriteSubclustersLocked(
+      uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts);
+  absl::Status DeallocateSubclustersLocked(io::IoOp op, uint64_t voff,
+                                           uint64_t length,
+                                           Qcow2Counts& counts);
   // Raises layer 0's file end (md.file_size and FileEnd) to `end`.
   void GrowFileEnd(uint64_t end);
   qcow2::Qcow2File& top() { return *chain_->layers().front().qcow2; }
@@ -159,6 +172,7 @@ class Qcow2State {
   const size_t layers_;
   const uint64_t size_;
   const uint64_t cluster_size_;
+  const bool extended_l2_;  // the top layer's L2 entries have subclusters
   std::shared_mutex mutex_;
   // By layer: null for a raw layer, or when the L2 cache cannot hold
   // every table of the layer (a mapping is then as good as its table).

@@ -183,11 +183,11 @@ absl::Status Qcow2File::EnsureL2Table(uint64_t voff, WritePlan& plan) {
       .status();
 }
 
-absl::Status Qcow2File::SetL2Entry(uint64_t voff, uint64_t raw,
-                                   WritePlan& plan) {
+absl::Status Qcow2File::SetL2Entry(uint64_t voff, uint64_t raw, WritePlan& plan,
+                                   uint64_t bitmap) {
   return LoadingUntil<Done>(
              md_->l2_cache, "L2 cache",
-             [&] { return qcow2::SetL2Entry(*md_, voff, raw, plan); })
+             [&] { return qcow2::SetL2Entry(*md_, voff, raw, plan, bitmap); })
       .status();
 }
 
@@ -252,7 +252,8 @@ absl::StatusOr<uint64_t> Qcow2File::AllocatedBytes() {
       const uint64_t voff = (i * h.l2_entries() + j) * cluster;
       if (voff >= h.size) break;
       const L2Entry e =
-          DecodeL2Entry(LoadBe64(bytes.data() + 8 * j), h.version);
+          DecodeL2Entry(LoadBe64(bytes.data() + h.l2_entry_bytes() * j),
+                        h.version, h.extended_l2());
       if (e.kind == L2Kind::kData || e.kind == L2Kind::kCompressed) {
         total += std::min(cluster, h.size - voff);
       }
