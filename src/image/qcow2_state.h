@@ -39,7 +39,9 @@
 // on its inner engine. Otherwise the cluster is written whole (the request's
 // bytes and what it copies) with pwrite before its L2 entry is journalled.
 // Either way the commit's first fdatasync makes completed data durable
-// before the stage that holds the L2 entry is written.
+// before the stage that holds the L2 entry is written. With extended L2
+// entries the same is done by subcluster (qcow2_subclusters.cc): only the
+// subclusters a write touches are filled and marked allocated.
 #pragma once
 
 #include <atomic>

@@ -106,8 +106,17 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteSubclustersLocked(
   const uint64_t lo = whole ? 0 : first * sub;
   const uint64_t hi =
       whole ? virtual_bytes : std::min<uint64_t>(end * sub, virtual_bytes);
+  // The request's bytes are all there is to write, and until they land
+  // the subclusters read as they did before (zeros, from a cluster never
+  // written): the engine writes them, asynchronously. A write still in
+  // flight when a commit makes the entry durable then leaves what was
+  // there before, as with whole clusters (qcow2_state.h).
   const bool only_data = lo == within && hi == within + data.size();
-  if (!only_data) {
+  const uint32_t reads_zero = bits.zero | (layers_ == 1 ? ~bits.allocated : 0);
+  const bool read_zero = (reads_zero & touched) == touched;
+  const bool async =
+      only_data && !in_place && !whole && read_zero && host >= fresh_from_;
+  if (!async) {
     std::vector<uint8_t> buffer(hi - lo, 0);
     std::vector<uint8_t> inflated;
     if (compressed) {
@@ -165,8 +174,7 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteSubclustersLocked(
   if (!in_place) {
     if (absl::Status s = ReleaseNamed(*m, counts); !s.ok()) return s;
   }
-  // The engine writes the request's bytes when they are all there is.
-  if (only_data) return std::optional<uint64_t>(host + within);
+  if (async) return std::optional<uint64_t>(host + within);
   return std::optional<uint64_t>();
 }
 
