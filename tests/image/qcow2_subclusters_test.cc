@@ -4,12 +4,12 @@
 // and 2 MiB clusters over a raw or qcow2 backing file, written by qemu-io
 // (patterns of whole and partial subclusters, `write -z`), read as
 // `qemu-img convert -O raw` reads them; fio's verified writes, pattern
-// writes and a discard through pvdisk leave an image `qemu-img check`
-// passes, `qemu-img compare` finds equal to a raw copy written the same
-// way, and in which qemu-io reads pvdisk's patterns; a small write over the
-// backing file copies at most its edge subclusters, not a cluster; kill -9
-// during such writes leaves every sector old or new. Entries with invalid
-// bitmaps fail only their cluster's reads with EIO.
+// writes, a discard and a write of zeroes through pvdisk leave an image
+// `qemu-img check` passes, `qemu-img compare` finds equal to a raw copy written
+// the same way, and in which qemu-io reads pvdisk's patterns; a small write
+// over the backing file copies at most its edge subclusters, not a cluster;
+// kill -9 during such writes leaves every sector old or new. Entries with
+// invalid bitmaps fail only their cluster's reads with EIO.
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <signal.h>
@@ -19,6 +19,7 @@
 #include <cstring>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fuse_harness.h"
@@ -101,6 +102,9 @@ const PvdiskWrite kPvdiskWrites[] = {
 };
 constexpr uint64_t kPunch = 3 * kMiB + 200 * kKiB + 512;
 constexpr uint64_t kPunchLength = 300 * kKiB;
+// A write of zeroes (FALLOC_FL_ZERO_RANGE) over qemu-io's 0xa4 pattern.
+constexpr uint64_t kZeroRange = 2600 * kKiB + 1536;
+constexpr uint64_t kZeroRangeLength = 70 * kKiB;
 
 struct Layout {
   std::string name;
@@ -154,6 +158,11 @@ TEST_P(Qcow2SubclusterMountTest, QemuWritesReadAndPvdiskWritesPassQemu) {
               0)
         << std::strerror(errno);
     PwriteAll(copy.get(), kPunch, std::string(kPunchLength, '\0'));
+    ASSERT_EQ(fallocate(fd.get(), FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+                        kZeroRange, kZeroRangeLength),
+              0)
+        << std::strerror(errno);
+    PwriteAll(copy.get(), kZeroRange, std::string(kZeroRangeLength, '\0'));
     ASSERT_EQ(fsync(fd.get()), 0) << std::strerror(errno);
     EXPECT_EQ(FirstDifference(ReadWholeFile(expected), ReadWholeFile(disk)), "")
         << l.name;
@@ -164,9 +173,9 @@ TEST_P(Qcow2SubclusterMountTest, QemuWritesReadAndPvdiskWritesPassQemu) {
     }
     // A write copies at most the parts of the two subclusters at its
     // edges, never the rest of a cluster: 64 fio writes, 4 pattern writes
-    // and the discard's two edges.
+    // and the two edges of the discard and of the write of zeroes.
     EXPECT_GT(stats["cow_bytes"], 0u);
-    EXPECT_LE(stats["cow_bytes"], (64 + 4 + 2) * 2 * l.sub);
+    EXPECT_LE(stats["cow_bytes"], (64 + 4 + 4) * 2 * l.sub);
   }
   ShOk("qemu-img check '" + image + "'");
   ShOk("qemu-img compare -f qcow2 -F raw '" + image + "' '" + expected + "'");
@@ -177,8 +186,12 @@ TEST_P(Qcow2SubclusterMountTest, QemuWritesReadAndPvdiskWritesPassQemu) {
          std::to_string(w.offset) + " " + std::to_string(w.length) + "' '" +
          image + "' | grep -q 'read " + std::to_string(w.length) + "/'");
   }
-  ShOk("qemu-io -f qcow2 -c 'read -P 0 " + std::to_string(kPunch) + " " +
-       std::to_string(kPunchLength) + "' '" + image + "' | grep -q 'read '");
+  for (auto [at, length] : {std::pair(kPunch, kPunchLength),
+                            std::pair(kZeroRange, kZeroRangeLength)}) {
+    ShOk("qemu-io -f qcow2 -c 'read -P 0 " + std::to_string(at) + " " +
+         std::to_string(length) + "' '" + image + "' | grep -q 'read " +
+         std::to_string(length) + "/'");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
