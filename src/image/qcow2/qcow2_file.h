@@ -75,7 +75,8 @@ class Qcow2File {
     load_overlay_ = std::move(overlay);
   }
 
-  // Bytes of data clusters the L2 tables name (clipped to the virtual size).
+  // Bytes of data clusters the L2 tables name (clipped to the virtual
+  // size); with extended L2 entries, of their allocated subclusters.
   absl::StatusOr<uint64_t> AllocatedBytes();
 
  private:
