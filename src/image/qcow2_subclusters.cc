@@ -144,7 +144,7 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteSubclustersLocked(
               !s.ok()) {
             return s;
           }
-          counts.cow_bytes += n;
+          if (!in_place) counts.cow_bytes += n;  // else rewritten in place
         } else if ((bits.zero & bit) == 0 && layers_ > 1) {
           if (absl::Status s = chain_->Read(start + a, to, 1); !s.ok()) {
             return s;
