@@ -296,18 +296,24 @@ class Lab:
         return self._keep(PvdiskMount(pvdisk or self.pvdisk,
                                       image or self.image, mnt, flags, disk))
 
-    def qcow2(self, name, from_image=True, cluster_size=65536):
+    def qcow2(self, name, from_image=True, cluster_size=65536, options="",
+              backing=False):
         """A qcow2 image in the lab's folder: the lab's image converted
         (every cluster allocated: the data is random), or with
-        `from_image` False an empty one of the same virtual size. Its
-        path."""
+        `from_image` False an empty one of the same virtual size (with
+        `backing`, over the lab's image as its raw backing file); `options`
+        are more qemu-img -o options (e.g. extended_l2=on). Its path."""
         path = os.path.join(self.dir, name)
+        opts = "cluster_size=%d" % cluster_size + (
+            "," + options if options else "")
         if from_image:
-            cmd = ["qemu-img", "convert", "-O", "qcow2", "-o",
-                   "cluster_size=%d" % cluster_size, self.image, path]
+            cmd = ["qemu-img", "convert", "-O", "qcow2", "-o", opts,
+                   self.image, path]
         else:
-            cmd = ["qemu-img", "create", "-q", "-f", "qcow2", "-o",
-                   "cluster_size=%d" % cluster_size, path, str(self.size)]
+            cmd = ["qemu-img", "create", "-q", "-f", "qcow2", "-o", opts]
+            if backing:
+                cmd += ["-b", os.path.abspath(self.image), "-F", "raw"]
+            cmd += [path, str(self.size)]
         p = subprocess.run(cmd, text=True, capture_output=True)
         if p.returncode != 0:
             raise BenchError("%s failed: %s" % (shlex.join(cmd),

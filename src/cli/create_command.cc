@@ -1,5 +1,5 @@
 // pvdisk create PATH [--size SIZE] [--format raw|qcow2] [--cluster-size N]
-//               [--backing FILE] [--force]
+//               [--backing FILE] [--extended-l2] [--force]
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kCreateUsage =
     "usage: pvdisk create PATH --size SIZE [--format raw|qcow2] "
-    "[--cluster-size N] [--backing FILE] [--force]";
+    "[--cluster-size N] [--backing FILE] [--extended-l2] [--force]";
 
 // What the user named is wrong (exists, bad size, no such folder or backing
 // file): 2. The system failed (no space, no permission): 1.
@@ -39,6 +39,9 @@ const std::vector<FlagSpec>& CreateFlags() {
       {"backing", true, false, "FILE", "",
        "qcow2 backing file (raw or qcow2; a relative name is relative to "
        "PATH's folder)"},
+      {"extended-l2", false, false, "", "",
+       "qcow2 extended L2 entries: 32 subclusters per cluster (clusters of "
+       "16K to 2M)"},
       {"force", false, false, "", "", "overwrite an existing file"},
       {"help", false, false, "", "", "show this help"},
   };
@@ -70,12 +73,12 @@ int RunCreate(const std::vector<std::string>& args) {
                             "'; allowed raw, qcow2"));
     return kExitUsage;
   }
-  if (format == "raw" &&
-      (parsed->Has("cluster-size") || parsed->Has("backing"))) {
-    PrintError(absl::StrCat("--",
-                            parsed->Has("backing") ? "backing" : "cluster-size",
-                            " needs --format qcow2"));
-    return kExitUsage;
+  if (format == "raw") {
+    for (const char* flag : {"cluster-size", "backing", "extended-l2"}) {
+      if (!parsed->Has(flag)) continue;
+      PrintError(absl::StrCat("--", flag, " needs --format qcow2"));
+      return kExitUsage;
+    }
   }
   const bool size_optional = format == "qcow2" && parsed->Has("backing");
   if (!parsed->Has("size") && !size_optional) {
@@ -108,6 +111,7 @@ int RunCreate(const std::vector<std::string>& args) {
   options.size = size;
   options.force = parsed->Has("force");
   options.backing = parsed->Get("backing", "");
+  options.extended_l2 = parsed->Has("extended-l2");
   if (parsed->Has("cluster-size")) {
     absl::StatusOr<uint64_t> cluster =
         ParseSize(parsed->Get("cluster-size", ""));

@@ -352,7 +352,9 @@ class Qcow2Engine final : public io::EngineDecorator {
     {
       absl::StatusOr<qcow2::Mapping> m = state_.MapShared(0, voff, counts_);
       if (!m.ok()) return Fail(r, -EIO);
-      if (m->kind == L2Kind::kData && m->writable_in_place) {
+      // (With subclusters the mapping may hold for part of the piece.)
+      if (m->kind == L2Kind::kData && m->writable_in_place &&
+          m->bytes >= length) {
         host = m->host_offset;
       }
     }

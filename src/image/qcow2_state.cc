@@ -38,6 +38,7 @@ Qcow2State::Qcow2State(std::unique_ptr<qcow2::ImageChain> chain, bool read_only)
       layers_(chain_->layers().size()),
       size_(chain_->size()),
       cluster_size_(chain_->layers().front().qcow2->header().cluster_size()),
+      extended_l2_(chain_->layers().front().qcow2->header().extended_l2()),
       file_end_(new std::atomic<uint64_t>[layers_]) {
   // A cluster a discard frees may still be the target of a request mapped
   // before it (a write in place, a read): it is not handed out again while
@@ -114,9 +115,11 @@ absl::StatusOr<Mapping> Qcow2State::Map(size_t layer, uint64_t voff,
           md.L2TableOffset(voff / md.header.bytes_per_l2()) != 0;
       if (round == 0 && from_table) ++counts.l2_hits;
       // A data cluster is published only when it lies wholly inside the
-      // file: a reader of a published mapping does not look at the end.
+      // file: a reader of a published mapping does not look at the end;
+      // a cluster whose subclusters differ is not published (a word holds
+      // one mapping for the whole cluster).
       if (qcow2::PublishedMap* map = published_[layer].get();
-          map != nullptr &&
+          map != nullptr && m->whole_cluster &&
           (m->kind != L2Kind::kData ||
            m->host_cluster + cluster_size_ <= FileEnd(layer))) {
         map->Publish(voff, *m, from_table);
@@ -212,6 +215,7 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocating(
 absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocatingLocked(
     uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts) {
   if (!commit_failed_.ok()) return commit_failed_;
+  if (extended_l2_) return WriteSubclustersLocked(voff, data, counts);
   absl::StatusOr<Mapping> m = Map(0, voff, counts);
   if (!m.ok()) return m.status();
   if (m->kind == L2Kind::kData && m->writable_in_place) {
@@ -223,29 +227,8 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocatingLocked(
   const uint64_t virtual_bytes = std::min(cluster, size_ - start);
 
   journal_.Begin();
-  qcow2::WritePlan plan;
-  absl::Status ensured = top().EnsureL2Table(voff, plan);
-  absl::StatusOr<uint64_t> host = ensured.ok()
-                                      ? top().AllocateCluster(plan)
-                                      : absl::StatusOr<uint64_t>(ensured);
-  if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
+  absl::StatusOr<uint64_t> host = AllocateClusterLocked(voff, counts);
   if (!host.ok()) return host.status();
-  ++counts.clusters_allocated;
-
-  // The file extends over the new cluster: a hole, reading zeros, unless
-  // written (extended a step ahead, trimmed back when the state ends).
-  used_end_ = std::max(used_end_, *host + cluster);
-  if (*host + cluster > disk_end_) {
-    const uint64_t end =
-        std::max(*host + cluster, disk_end_ + kExtendStep) / cluster * cluster;
-    const int fd = chain_->layers().front().fd;
-    if (ftruncate(fd, static_cast<off_t>(end)) != 0) {
-      return ErrnoError(errno,
-                        absl::StrCat("cannot extend ", top().metadata().name));
-    }
-    disk_end_ = end;
-  }
-  GrowFileEnd(*host + cluster);
   // Where the cluster's bytes outside `data` read as zeros now, a new
   // cluster (a hole) needs only `data` written.
   const bool reads_zero = m->kind == L2Kind::kZero ||
@@ -278,7 +261,7 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocatingLocked(
   // The barrier SetL2Entry puts first puts the entry in a later stage than
   // the refcount and the new table: the commit's flush between them also
   // makes the data durable before the entry names the cluster.
-  plan.clear();
+  qcow2::WritePlan plan;
   absl::Status set = top().SetL2Entry(voff, qcow2::EncodeL2Data(*host), plan);
   if (published_[0]) published_[0]->Withdraw(voff);
   if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
@@ -289,6 +272,35 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocatingLocked(
   if (absl::Status s = ReleaseNamed(*m, counts); !s.ok()) return s;
   if (fresh) return std::optional<uint64_t>(*host + within);
   return std::optional<uint64_t>();
+}
+
+absl::StatusOr<uint64_t> Qcow2State::AllocateClusterLocked(
+    uint64_t voff, Qcow2Counts& counts) {
+  const uint64_t cluster = cluster_size_;
+  qcow2::WritePlan plan;
+  absl::Status ensured = top().EnsureL2Table(voff, plan);
+  absl::StatusOr<uint64_t> host = ensured.ok()
+                                      ? top().AllocateCluster(plan)
+                                      : absl::StatusOr<uint64_t>(ensured);
+  if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
+  if (!host.ok()) return host.status();
+  ++counts.clusters_allocated;
+
+  // The file extends over the new cluster: a hole, reading zeros, unless
+  // written (extended a step ahead, trimmed back when the state ends).
+  used_end_ = std::max(used_end_, *host + cluster);
+  if (*host + cluster > disk_end_) {
+    const uint64_t end =
+        std::max(*host + cluster, disk_end_ + kExtendStep) / cluster * cluster;
+    const int fd = chain_->layers().front().fd;
+    if (ftruncate(fd, static_cast<off_t>(end)) != 0) {
+      return ErrnoError(errno,
+                        absl::StrCat("cannot extend ", top().metadata().name));
+    }
+    disk_end_ = end;
+  }
+  GrowFileEnd(*host + cluster);
+  return *host;
 }
 
 absl::Status Qcow2State::ReleaseNamed(const Mapping& m, Qcow2Counts& counts) {
@@ -313,6 +325,9 @@ absl::Status Qcow2State::Deallocate(io::IoOp op, uint64_t voff, uint64_t length,
                                     Qcow2Counts& counts) {
   std::unique_lock<std::shared_mutex> lock(mutex_);
   if (!commit_failed_.ok()) return commit_failed_;
+  if (extended_l2_) {
+    return DeallocateSubclustersLocked(op, voff, length, counts);
+  }
   absl::StatusOr<Mapping> m = Map(0, voff, counts);
   if (!m.ok()) return m.status();
   const uint64_t cluster = cluster_size_;

@@ -39,7 +39,9 @@
 // on its inner engine. Otherwise the cluster is written whole (the request's
 // bytes and what it copies) with pwrite before its L2 entry is journalled.
 // Either way the commit's first fdatasync makes completed data durable
-// before the stage that holds the L2 entry is written.
+// before the stage that holds the L2 entry is written. With extended L2
+// entries the same is done by subcluster (qcow2_subclusters.cc): only the
+// subclusters a write touches are filled and marked allocated.
 #pragma once
 
 #include <atomic>
@@ -150,6 +152,19 @@ class Qcow2State {
   absl::Status ReleaseNamed(const qcow2::Mapping& m, Qcow2Counts& counts);
   // Commit with mutex() held exclusively.
   absl::Status CommitLocked(Qcow2Counts& counts);
+  // Allocates a cluster for the top layer's cluster of `voff` (its L2
+  // table first if needed), journals the refcount writes and extends the
+  // file over it; as part of the change journal_.Begin() started.
+  // REQUIRES: mutex() held exclusively.
+  absl::StatusOr<uint64_t> AllocateClusterLocked(uint64_t voff,
+                                                 Qcow2Counts& counts);
+  // With extended L2 entries (qcow2_subclusters.cc): WriteAllocatingLocked
+  // and Deallocate by subcluster. REQUIRES: mutex() held exclusively.
+  absl::StatusOr<std::optional<uint64_t>> WriteSubclustersLocked(
+      uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts);
+  absl::Status DeallocateSubclustersLocked(io::IoOp op, uint64_t voff,
+                                           uint64_t length,
+                                           Qcow2Counts& counts);
   // Raises layer 0's file end (md.file_size and FileEnd) to `end`.
   void GrowFileEnd(uint64_t end);
   qcow2::Qcow2File& top() { return *chain_->layers().front().qcow2; }
@@ -159,6 +174,7 @@ class Qcow2State {
   const size_t layers_;
   const uint64_t size_;
   const uint64_t cluster_size_;
+  const bool extended_l2_;  // the top layer's L2 entries have subclusters
   std::shared_mutex mutex_;
   // By layer: null for a raw layer, or when the L2 cache cannot hold
   // every table of the layer (a mapping is then as good as its table).

@@ -72,6 +72,28 @@ TEST(RunCreateTest, CreatesQcow2ImagesQemuImgAccepts) {
   }
 }
 
+// --extended-l2: the feature QEMU reads as extended_l2=on, over a backing
+// file, and a write qemu-io makes there passes qemu-img check.
+TEST(RunCreateTest, CreatesExtendedL2ImagesQemuImgAccepts) {
+  TempDir dir;
+  const std::string base = dir.File("base.qcow2");
+  const std::string top = dir.File("top.qcow2");
+  ASSERT_EQ(RunCreate({base, "--size", "8M", "--format", "qcow2",
+                       "--extended-l2", "--cluster-size", "16K"}),
+            kExitOk);
+  ASSERT_EQ(RunCreate({top, "--format=qcow2", "--backing", "base.qcow2",
+                       "--extended-l2", "--cluster-size=2M"}),
+            kExitOk);
+  for (const std::string& image : {base, top}) {
+    const std::string info =
+        "qemu-img info '" + image + "' | grep -q 'extended l2: true'";
+    EXPECT_EQ(std::system(info.c_str()), 0) << info;
+    const std::string io = "qemu-io -c 'write -P 7 5k 3k' '" + image +
+                           "' >/dev/null && qemu-img check -q '" + image + "'";
+    EXPECT_EQ(std::system(io.c_str()), 0) << io;
+  }
+}
+
 TEST(RunCreateTest, BadQcow2InputIsAUsageErrorAndCreatesNothing) {
   TempDir dir;
   const std::string path = dir.File("disk.qcow2");
@@ -87,6 +109,11 @@ TEST(RunCreateTest, BadQcow2InputIsAUsageErrorAndCreatesNothing) {
   EXPECT_EQ(RunCreate({path, "--size=1M", "--cluster-size=4K"}),
             kExitUsage);  // raw has no clusters
   EXPECT_EQ(RunCreate({path, "--format=qcow2"}), kExitUsage);  // no size
+  // Subclusters need clusters of 16 KiB at least, and qcow2.
+  EXPECT_EQ(RunCreate({path, "--size=1M", "--format=qcow2", "--extended-l2",
+                       "--cluster-size=8K"}),
+            kExitUsage);
+  EXPECT_EQ(RunCreate({path, "--size=1M", "--extended-l2"}), kExitUsage);
   EXPECT_FALSE(fs::exists(path));
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -42,6 +43,25 @@ TEST(RunInfoTest, DescribesAChainAsTextAndJson) {
   EXPECT_EQ(code, kExitOk);
   EXPECT_NE(json.find("\"allocated\": 0"), std::string::npos) << json;
   EXPECT_NE(json.find("\"format\": \"raw\""), std::string::npos) << json;
+}
+
+// Extended L2 entries: the feature named, and the allocated bytes those of
+// the subclusters a write filled (3 KiB: six of 512 bytes).
+TEST(RunInfoTest, NamesExtendedL2AndCountsAllocatedSubclusters) {
+  pvdisk::testing::TempDir dir("pvdisk_info");
+  const std::string image = dir.File("xl2.qcow2");
+  ASSERT_EQ(RunCreate({image, "--size", "1M", "--format", "qcow2",
+                       "--cluster-size", "16K", "--extended-l2"}),
+            kExitOk);
+  const std::string write =
+      "qemu-io -c 'write -P 1 5k 3k' '" + image + "' >/dev/null";
+  ASSERT_EQ(std::system(write.c_str()), 0) << write;
+  int code = -1;
+  std::string text = Info({image}, &code);
+  EXPECT_EQ(code, kExitOk);
+  EXPECT_NE(text.find("features: extended L2"), std::string::npos) << text;
+  std::string json = Info({image, "--json"}, &code);
+  EXPECT_NE(json.find("\"allocated\": 3072"), std::string::npos) << json;
 }
 
 TEST(RunInfoTest, BadInputIsAUsageError) {

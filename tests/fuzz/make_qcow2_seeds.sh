@@ -4,7 +4,12 @@
 # clusters, under 8 KiB) made and filled by qemu-img and qemu-io, one per
 # variant the core reads: v2, v3, refcount widths 1/16/64, lazy refcounts,
 # zero clusters, a backing file name and format, preallocated metadata,
-# compressed clusters (zlib and zstd).  Usage: tests/fuzz/make_qcow2_seeds.sh
+# compressed clusters (zlib and zstd); and images with extended L2 entries
+# (16 KiB clusters, the smallest they allow, under 112 KiB): subclusters
+# allocated, zero and unallocated, over a backing file, and with invalid
+# bitmaps (a subcluster both allocated and zero, allocated subclusters
+# without a host cluster, a compressed entry with a bitmap).
+# Usage: tests/fuzz/make_qcow2_seeds.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/corpus/qcow2_metadata
@@ -35,4 +40,30 @@ qemu-img convert -c -O qcow2 -o cluster_size=512 "$work/raw" \
   "$out/image-compressed"
 qemu-img convert -c -O qcow2 -o cluster_size=512,compression_type=zstd \
   "$work/raw" "$out/image-compressed-zstd"
+# Extended L2: 16 KiB clusters (512-byte subclusters), 128 KiB disk.
+xl2() { qemu-img create -q -f qcow2 -o cluster_size=16k,extended_l2=on "$@"; }
+xl2 "$work/xl2" 128k
+qemu-io -c "write -P 0xab 0 1k" -c "write -z 2k 1k" -c "write -P 0xcd 17k 3k" \
+  -c "write -z 32k 16k" -c "discard 18k 512" "$work/xl2" >/dev/null
+cp "$work/xl2" "$out/image-xl2"
+xl2 -b base -F qcow2 "$work/xl2-backing" 64k
+qemu-io -c "write -P 2 1536 1k" "$work/xl2-backing" >/dev/null
+cp "$work/xl2-backing" "$out/image-xl2-backing"
+# The L2 table of image-xl2 is its fifth cluster; entry 0 names a data
+# cluster with subclusters 0 and 1 allocated.
+l2=$((4 * 16384))
+poke() {  # poke FILE OFFSET HEX16: 8 big-endian bytes at OFFSET
+  printf "$(echo "$3" | sed 's/../\\x&/g')" |
+    dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+cp "$work/xl2" "$work/bad"
+poke "$work/bad" $((l2 + 8)) 0000000100000003
+cp "$work/bad" "$out/image-xl2-allocated-and-zero"
+cp "$work/xl2" "$work/bad"
+poke "$work/bad" $((l2 + 16)) 0000000000000000
+poke "$work/bad" $((l2 + 24)) 0000000000000001
+cp "$work/bad" "$out/image-xl2-no-host"
+cp "$work/xl2" "$work/bad"
+poke "$work/bad" "$l2" 4000000000014000
+cp "$work/bad" "$out/image-xl2-compressed-bitmap"
 ls -l "$out"

@@ -9,8 +9,10 @@
 // is InvalidArgument (header, layout) or DataLoss (a range); a data
 // mapping lies inside the file, aligned, clear of metadata; a compressed
 // cluster's data starts inside the file and inflates into exactly one
-// cluster or is refused with DataLoss; an allocated
-// cluster maps back where it was put and has refcount 1.
+// cluster or is refused with DataLoss; with extended L2 entries a mapping
+// ends at a subcluster boundary (or the disk's end) and an invalid bitmap
+// is refused with DataLoss; an allocated cluster maps back where it was
+// put and has refcount 1.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -27,6 +29,7 @@
 #include "image/qcow2/mapping.h"
 #include "image/qcow2/metadata.h"
 #include "image/qcow2/refcount_rebuild.h"
+#include "image/qcow2/subclusters.h"
 #include "image/qcow2/update.h"
 
 namespace {
@@ -78,6 +81,15 @@ absl::StatusOr<Mapping> Map(Qcow2Metadata& md, const File& file,
                  "a mapping longer than a cluster");
       FUZZ_CHECK(voff + m->bytes <= md.header.size,
                  "a mapping past the virtual size");
+      if (md.header.extended_l2()) {
+        const uint64_t end = voff + m->bytes;
+        FUZZ_CHECK(end % (cluster / kSubclusters) == 0 || end == md.header.size,
+                   "a subcluster mapping that ends inside a subcluster");
+        FUZZ_CHECK(
+            !m->whole_cluster || m->bytes == std::min(cluster - voff % cluster,
+                                                      md.header.size - voff),
+            "a mapping for the whole cluster that ends before it");
+      }
       if (m->kind == L2Kind::kData) {
         FUZZ_CHECK(m->host_cluster % cluster == 0, "an unaligned data cluster");
         FUZZ_CHECK(m->host_cluster < md.file_size,
@@ -245,7 +257,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     md.file_size = std::max<uint64_t>(md.file_size, host + cluster);
     plan.clear();
     auto set = Drive(md, file, [&] {
-      return SetL2Entry(md, voff, EncodeL2Data(host), plan);
+      // Every subcluster allocated, with extended L2 entries.
+      return SetL2Entry(md, voff, EncodeL2Data(host), plan,
+                        md.header.extended_l2() ? 0xffffffffull : 0);
     });
     if (!Apply(file, md, plan) || !set.ok()) return 0;
     absl::StatusOr<Mapping> m = Map(md, file, voff);

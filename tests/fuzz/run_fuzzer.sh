@@ -53,9 +53,10 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-quarantine_size_mb=16}
 # ring of requests, or a dozen requests with their data); longer inputs only
 # make each run slower. A qcow2 input is an image file: 8 KiB holds one of
 # 512-byte clusters with its header, refcount table and block, L1 and L2
-# tables and a few data clusters.
+# tables and a few data clusters; 112 KiB one of 16 KiB clusters, the
+# smallest extended L2 entries (subclusters) allow.
 max_len=1024
-case $name in qcow2*) max_len=8192 ;; esac
+case $name in qcow2*) max_len=114688 ;; esac
 start=$(date +%s)
 "$fuzzer" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 \
   -max_len="$max_len" \

@@ -32,8 +32,16 @@ absl::Status CreateQcow2(const std::string& path, CreateOptions options) {
         "cluster size ", cluster,
         " is not allowed; allowed a power of two from 512 to 2M (2097152)"));
   }
+  if (options.extended_l2 &&
+      (cluster < (1u << kMinExtendedL2ClusterBits) || options.version < 3)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "extended L2 entries with ", cluster, "-byte clusters (version ",
+        options.version,
+        "): allowed with version 3 and clusters of 16K (16384) to 2M"));
+  }
   Qcow2Header h;
   h.version = options.version;
+  if (options.extended_l2) h.incompatible_features |= kIncompatExtendedL2;
   h.cluster_bits = static_cast<uint32_t>(std::countr_zero(cluster));
   h.refcount_order = 4;
 
@@ -81,7 +89,8 @@ absl::Status CreateQcow2(const std::string& path, CreateOptions options) {
                      " is not a positive multiple of 512 bytes"));
   }
   h.size = options.size;
-  const uint64_t l1_entries = L1EntriesFor(h.size, h.cluster_bits);
+  const uint64_t l1_entries =
+      L1EntriesFor(h.size, h.cluster_bits, h.extended_l2());
   if (l1_entries > kMaxL1Entries) {
     return absl::InvalidArgumentError(absl::StrCat(
         "image size ", h.size, " needs an L1 table of ", l1_entries,

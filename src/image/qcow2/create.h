@@ -20,6 +20,9 @@ struct CreateOptions {
   // directory when relative (chain.h); it must open as an image.
   std::string backing;
   bool force = false;  // replace an existing regular file
+  // Extended L2 entries (subclusters.h): version 3 and clusters of at
+  // least 16 KiB.
+  bool extended_l2 = false;
 };
 
 // Refusals of what the caller named: InvalidArgument (bad size, cluster

@@ -4,18 +4,18 @@
 
 namespace pvdisk::image::qcow2 {
 
-L2Entry DecodeL2Entry(uint64_t raw, uint32_t version) {
+L2Entry DecodeL2Entry(uint64_t raw, uint32_t version, bool extended) {
   L2Entry e;
   e.copied = (raw & kCopied) != 0;
   if (raw & kL2Compressed) {
     e.kind = L2Kind::kCompressed;
     return e;
   }
-  const uint64_t reserved =
-      version >= 3 ? kL2Reserved : (kL2Reserved | kL2Zero);
+  const bool zero_flag = version >= 3 && !extended;
+  const uint64_t reserved = zero_flag ? kL2Reserved : (kL2Reserved | kL2Zero);
   e.reserved_bits = (raw & reserved) != 0;
   e.host_offset = raw & kOffsetMask;
-  if (version >= 3 && (raw & kL2Zero)) {
+  if (zero_flag && (raw & kL2Zero)) {
     e.kind = L2Kind::kZero;
   } else if (e.host_offset != 0) {
     e.kind = L2Kind::kData;

@@ -37,9 +37,10 @@ struct L2Entry {
   bool reserved_bits = false;  // set reserved bits: the entry is invalid
 };
 
-// Decodes a standard (64-bit) L2 entry; version 2 has no zero flag, so bit
-// 0 is a reserved bit there.
-L2Entry DecodeL2Entry(uint64_t raw, uint32_t version);
+// Decodes a standard (64-bit) L2 entry, or the first word of an extended
+// one (subclusters.h); version 2 and extended entries have no zero flag,
+// so bit 0 is a reserved bit there.
+L2Entry DecodeL2Entry(uint64_t raw, uint32_t version, bool extended = false);
 inline uint64_t EncodeL2Data(uint64_t host_offset) {
   return (host_offset & kOffsetMask) | kCopied;
 }

@@ -54,8 +54,6 @@ absl::Status CheckIncompatibleFeatures(uint64_t incompatible, bool writable,
     if (mask == kIncompatCorrupt) why = "the metadata is marked inconsistent";
     if (mask == kIncompatExternalData)
       why = "data in an external file is not supported";
-    if (mask == kIncompatExtendedL2)
-      why = "subcluster (extended L2) entries are not supported";
     return absl::InvalidArgumentError(
         absl::StrCat(image, ": qcow2 incompatible feature bit ", bit, " (",
                      IncompatibleFeatureName(bit), ") is set: ", why));

@@ -9,7 +9,8 @@
 //   bit 2 external data    refused: data lives in another file;
 //   bit 3 compression type accepted: the type only matters to compressed
 //                          clusters, which pvdisk does not read (mapping.h);
-//   bit 4 extended L2      refused: subcluster entries are not implemented;
+//   bit 4 extended L2      accepted: 16-byte L2 entries with a bitmap of
+//                          32 subclusters (subclusters.h);
 //   any other bit          refused.
 // Compatible features: bit 0 lazy refcounts (accepted; pvdisk keeps its
 // refcounts exact, which is always allowed). Unknown compatible bits are
@@ -37,7 +38,7 @@ inline constexpr uint64_t kAutoclearRawExternalData = 1ull << 1;
 
 // Every bit pvdisk can open an image with.
 inline constexpr uint64_t kIncompatAccepted =
-    kIncompatDirty | kIncompatCompressionType;
+    kIncompatDirty | kIncompatCompressionType | kIncompatExtendedL2;
 
 // "dirty", "corrupt", ..., or "unknown" for a bit the spec does not name.
 const char* IncompatibleFeatureName(int bit);

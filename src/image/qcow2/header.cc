@@ -81,8 +81,8 @@ absl::Status ParseExtensions(std::span<const uint8_t> bytes, uint64_t start,
 
 }  // namespace
 
-uint64_t L1EntriesFor(uint64_t size, uint32_t cluster_bits) {
-  const uint32_t shift = cluster_bits + (cluster_bits - 3);
+uint64_t L1EntriesFor(uint64_t size, uint32_t cluster_bits, bool extended_l2) {
+  const uint32_t shift = cluster_bits + (cluster_bits - (extended_l2 ? 4 : 3));
   return (size >> shift) + ((size & ((uint64_t{1} << shift) - 1)) ? 1 : 0);
 }
 
@@ -187,7 +187,14 @@ absl::StatusOr<Qcow2Header> ParseQcow2Header(std::span<const uint8_t> bytes,
                                    " is too large; allowed at most ",
                                    kMaxL1Entries, " entries (32 MiB)"));
   }
-  const uint64_t l1_needed = L1EntriesFor(h.size, h.cluster_bits);
+  if (h.extended_l2() && h.cluster_bits < kMinExtendedL2ClusterBits) {
+    return Bad(image, absl::StrCat("cluster_bits ", h.cluster_bits,
+                                   " with extended L2 entries; allowed ",
+                                   kMinExtendedL2ClusterBits, "..",
+                                   kMaxClusterBits, " (16 KiB to 2 MiB)"));
+  }
+  const uint64_t l1_needed =
+      L1EntriesFor(h.size, h.cluster_bits, h.extended_l2());
   if (h.l1_size < l1_needed) {
     return Bad(image,
                absl::StrCat("l1_size ", h.l1_size,

@@ -5,7 +5,8 @@
 // What ParseQcow2Header accepts (everything else is refused with one line
 // naming the field, its value and what is allowed):
 // - magic "QFI\xfb", version 2 or 3;
-// - cluster_bits 9..21 (512 B to 2 MiB clusters);
+// - cluster_bits 9..21 (512 B to 2 MiB clusters; 14..21 with extended L2
+//   entries);
 // - a virtual size that is a multiple of 512 and that the L1 table covers;
 // - an L1 table of at most kMaxL1Entries entries, cluster-aligned;
 // - a refcount table of 1..kMaxRefcountTableBytes, cluster-aligned;
@@ -29,13 +30,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "image/qcow2/features.h"
 
 namespace pvdisk::image::qcow2 {
 
 inline constexpr uint32_t kQcow2Magic = 0x514649fb;  // "QFI\xfb"
 inline constexpr uint32_t kMinClusterBits = 9;       // 512 B
 inline constexpr uint32_t kMaxClusterBits = 21;      // 2 MiB
-inline constexpr uint32_t kMaxRefcountOrder = 6;     // 64-bit refcounts
+// Extended L2 entries need clusters of at least 16 KiB (512-byte
+// subclusters).
+inline constexpr uint32_t kMinExtendedL2ClusterBits = 14;
+inline constexpr uint32_t kMaxRefcountOrder = 6;  // 64-bit refcounts
 // An L1 table of at most 32 MiB, and a refcount table of at most 8 MiB, as
 // QEMU allows: larger ones are refused before anything is allocated.
 inline constexpr uint32_t kMaxL1Entries = (32u << 20) / 8;
@@ -80,8 +85,14 @@ struct Qcow2Header {
   std::vector<FeatureName> feature_names;
 
   uint64_t cluster_size() const { return uint64_t{1} << cluster_bits; }
-  // Entries of one L2 table (8 bytes each; extended L2 is not supported).
-  uint64_t l2_entries() const { return cluster_size() / 8; }
+  // Extended L2 entries (incompatible bit 4; subclusters.h): 16 bytes an
+  // entry, the standard 8 and a subcluster bitmap.
+  bool extended_l2() const {
+    return (incompatible_features & kIncompatExtendedL2) != 0;
+  }
+  uint64_t l2_entry_bytes() const { return extended_l2() ? 16 : 8; }
+  // Entries of one L2 table.
+  uint64_t l2_entries() const { return cluster_size() / l2_entry_bytes(); }
   // Virtual bytes one L2 table maps.
   uint64_t bytes_per_l2() const { return l2_entries() * cluster_size(); }
   uint32_t refcount_bits() const { return 1u << refcount_order; }
@@ -94,8 +105,10 @@ struct Qcow2Header {
   }
 };
 
-// L1 entries needed to map `size` virtual bytes with `cluster_bits`.
-uint64_t L1EntriesFor(uint64_t size, uint32_t cluster_bits);
+// L1 entries needed to map `size` virtual bytes with `cluster_bits` (and
+// 16-byte L2 entries when `extended_l2`).
+uint64_t L1EntriesFor(uint64_t size, uint32_t cluster_bits,
+                      bool extended_l2 = false);
 
 // Parses and checks the header from the file's first bytes (at least the
 // header; the extensions and backing file name must also lie inside

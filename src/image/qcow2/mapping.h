@@ -33,12 +33,18 @@ struct Mapping {
   uint64_t host_offset = 0;
   uint64_t compressed_bytes = 0;  // kCompressed: CompressedExtent::length
   // Bytes from the virtual offset to the end of its cluster (or of the
-  // virtual disk, if sooner): the mapping holds for all of them.
+  // virtual disk, if sooner): the mapping holds for all of them. With
+  // extended L2 entries (subclusters.h), to the end of the run of
+  // subclusters that read the same way instead.
   uint64_t bytes = 0;
+  // The mapping holds for the whole cluster (false: for a run of its
+  // subclusters only, `bytes` from the virtual offset).
+  bool whole_cluster = true;
   // kData: the cluster's refcount is 1 (L1 and L2 copied flags), so it may
-  // be written in place.
+  // be written in place (`bytes` of it, for subclusters).
   bool writable_in_place = false;
-  // The cluster named by the entry (kData, and kZero when preallocated).
+  // The cluster named by the entry (kData, and kZero when preallocated;
+  // with subclusters, whatever the subcluster reads as).
   uint64_t host_cluster = 0;
 };
 

@@ -16,6 +16,7 @@
 #include "image/qcow2/features.h"
 #include "image/qcow2/file_io.h"
 #include "image/qcow2/refcount_rebuild.h"
+#include "image/qcow2/subclusters.h"
 #include "image/qcow2/update.h"
 
 namespace pvdisk::image::qcow2 {
@@ -183,11 +184,11 @@ absl::Status Qcow2File::EnsureL2Table(uint64_t voff, WritePlan& plan) {
       .status();
 }
 
-absl::Status Qcow2File::SetL2Entry(uint64_t voff, uint64_t raw,
-                                   WritePlan& plan) {
+absl::Status Qcow2File::SetL2Entry(uint64_t voff, uint64_t raw, WritePlan& plan,
+                                   uint64_t bitmap) {
   return LoadingUntil<Done>(
              md_->l2_cache, "L2 cache",
-             [&] { return qcow2::SetL2Entry(*md_, voff, raw, plan); })
+             [&] { return qcow2::SetL2Entry(*md_, voff, raw, plan, bitmap); })
       .status();
 }
 
@@ -251,10 +252,22 @@ absl::StatusOr<uint64_t> Qcow2File::AllocatedBytes() {
     for (uint64_t j = 0; j < h.l2_entries(); ++j) {
       const uint64_t voff = (i * h.l2_entries() + j) * cluster;
       if (voff >= h.size) break;
+      const uint8_t* entry = bytes.data() + h.l2_entry_bytes() * j;
       const L2Entry e =
-          DecodeL2Entry(LoadBe64(bytes.data() + 8 * j), h.version);
-      if (e.kind == L2Kind::kData || e.kind == L2Kind::kCompressed) {
+          DecodeL2Entry(LoadBe64(entry), h.version, h.extended_l2());
+      if (e.kind == L2Kind::kCompressed ||
+          (e.kind == L2Kind::kData && !h.extended_l2())) {
         total += std::min(cluster, h.size - voff);
+      } else if (e.kind == L2Kind::kData) {
+        // The allocated subclusters (subclusters.h), clipped likewise.
+        const uint64_t sub = cluster / kSubclusters;
+        const uint32_t allocated =
+            DecodeSubclusterBitmap(LoadBe64(entry + 8)).allocated;
+        for (uint32_t i = 0; i < kSubclusters; ++i) {
+          if ((allocated >> i) & 1) {
+            total += std::min(sub, h.size - std::min(h.size, voff + i * sub));
+          }
+        }
       }
     }
   }

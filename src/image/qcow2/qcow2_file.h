@@ -55,7 +55,8 @@ class Qcow2File {
   // `plan`, which the caller then carries out with Apply.
   absl::StatusOr<uint64_t> AllocateCluster(WritePlan& plan);
   absl::Status EnsureL2Table(uint64_t voff, WritePlan& plan);
-  absl::Status SetL2Entry(uint64_t voff, uint64_t raw, WritePlan& plan);
+  absl::Status SetL2Entry(uint64_t voff, uint64_t raw, WritePlan& plan,
+                          uint64_t bitmap = 0);
   absl::Status Release(uint64_t host_offset, WritePlan& plan);
   absl::StatusOr<uint64_t> Refcount(uint64_t host_offset);
   // Carries out `plan` in order, with an fdatasync for each barrier.
@@ -74,7 +75,8 @@ class Qcow2File {
     load_overlay_ = std::move(overlay);
   }
 
-  // Bytes of data clusters the L2 tables name (clipped to the virtual size).
+  // Bytes of data clusters the L2 tables name (clipped to the virtual
+  // size); with extended L2 entries, of their allocated subclusters.
   absl::StatusOr<uint64_t> AllocatedBytes();
 
  private:

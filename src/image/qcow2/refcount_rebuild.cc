@@ -104,7 +104,7 @@ absl::Status RefcountRebuild::CountL2Table(uint64_t offset,
         absl::StrCat(md_->name, ": an L2 table is one cluster"));
   }
   for (uint64_t j = 0; j < h.l2_entries(); ++j) {
-    const uint64_t raw = LoadBe64(table.data() + 8 * j);
+    const uint64_t raw = LoadBe64(table.data() + h.l2_entry_bytes() * j);
     if (raw & kL2Compressed) {
       // The compressed bytes: a 512-byte-aligned start and a sector count,
       // split where the cluster size puts the boundary.
@@ -118,7 +118,7 @@ absl::Status RefcountRebuild::CountL2Table(uint64_t offset,
       }
       continue;
     }
-    const L2Entry e = DecodeL2Entry(raw, h.version);
+    const L2Entry e = DecodeL2Entry(raw, h.version, h.extended_l2());
     if (e.reserved_bits) {
       return Refuse(*md_, absl::StrCat("L2 entry ", j, " of the table at ",
                                        offset, " has reserved bits set"));

@@ -1,5 +1,7 @@
 #include "image/qcow2/update.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "image/qcow2/endian.h"
 #include "image/qcow2/entries.h"
@@ -48,21 +50,24 @@ absl::StatusOr<std::variant<Done, NeedTable>> EnsureL2Table(
 absl::StatusOr<std::variant<Done, NeedTable>> SetL2Entry(Qcow2Metadata& md,
                                                          uint64_t voff,
                                                          uint64_t raw,
-                                                         WritePlan& plan) {
+                                                         WritePlan& plan,
+                                                         uint64_t bitmap) {
   const uint64_t table = md.L2TableOffset(voff / md.header.bytes_per_l2());
   if (table == 0) {
     return absl::FailedPreconditionError(
         absl::StrCat(md.name, ": virtual offset ", voff, " has no L2 table"));
   }
   const uint64_t index = (voff / md.cluster_size()) % md.header.l2_entries();
+  const uint64_t width = md.header.l2_entry_bytes();
+  std::vector<uint8_t> entry(width);
+  StoreBe64(entry.data(), raw);
+  if (width == 16) StoreBe64(entry.data() + 8, bitmap);
   if (!md.l2_cache.Access(table, [&](std::span<uint8_t> t) {
-        StoreBe64(t.data() + 8 * index, raw);
+        std::memcpy(t.data() + width * index, entry.data(), width);
       })) {
     return NeedTable{table};
   }
-  std::vector<uint8_t> entry(8);
-  StoreBe64(entry.data(), raw);
-  plan.push_back({table + 8 * index, entry, true});
+  plan.push_back({table + width * index, entry, true});
   return Done{};
 }
 

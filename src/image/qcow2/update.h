@@ -31,12 +31,14 @@ absl::StatusOr<std::variant<Done, NeedTable>> EnsureL2Table(
     WritePlan& plan);
 
 // Sets the L2 entry that maps `voff` to `raw` (EncodeL2Data(host) for a
-// data cluster), after a barrier. The L1 entry must name a table
-// (EnsureL2Table first).
+// data cluster), and with extended L2 entries its subcluster bitmap to
+// `bitmap` (subclusters.h), after a barrier. The L1 entry must name a
+// table (EnsureL2Table first).
 absl::StatusOr<std::variant<Done, NeedTable>> SetL2Entry(Qcow2Metadata& md,
                                                          uint64_t voff,
                                                          uint64_t raw,
-                                                         WritePlan& plan);
+                                                         WritePlan& plan,
+                                                         uint64_t bitmap = 0);
 
 // The header's autoclear field set to 0 (a writer must clear the bits it
 // does not keep up to date, and pvdisk keeps none of them).
