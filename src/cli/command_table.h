@@ -49,5 +49,7 @@ const std::vector<FlagSpec>& StatFlags();
 const std::vector<FlagSpec>& ListFlags();
 const std::vector<FlagSpec>& TraceFlags();
 const std::vector<FlagSpec>& PowercutFlags();
+const std::vector<FlagSpec>& AttachFlags();
+const std::vector<FlagSpec>& DetachFlags();
 
 }  // namespace pvdisk::cli

@@ -23,6 +23,8 @@ int RunList(const std::vector<std::string>& args);
 int RunInfo(const std::vector<std::string>& args);
 int RunTrace(const std::vector<std::string>& args);
 int RunPowercut(const std::vector<std::string>& args);
+int RunAttach(const std::vector<std::string>& args);
+int RunDetach(const std::vector<std::string>& args);
 
 // Prints "pvdisk: <message>" to stderr.
 void PrintError(const std::string& message);
