@@ -118,6 +118,13 @@ absl::StatusOr<std::unique_ptr<fuse::Disk>> OpenAttachedDisk(
                           ParseDiskArg(parsed.values.at("disk")[0]));
   PVDISK_ASSIGN_OR_RETURN(fuse::CheckedDisks checked,
                           fuse::CheckDiskList({spec}, context.mountpoint));
+  for (const fuse::Disk* disk : attached) {
+    if (disk->name() == checked.names[0]) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "the mount already has a disk named ", checked.names[0],
+          " (detach it first, or attach an image of another name)"));
+    }
+  }
   fuse::DiskOptions options = context.options;
   const bool mount_inline =
       options.transport.placement == transport::Placement::kInline;
