@@ -42,18 +42,21 @@ std::string AbsoluteDiskArg(const std::string& arg,
 }
 
 // Writes `request` into MOUNTPOINT/.control and prints the answer on
-// failure; the exit code.
+// failure; the exit code: 2 for a refusal (the mount is unchanged), 1 for
+// a failure after the command was taken (a detach whose disk did not
+// drain in time).
 int SendControl(const std::string& mountpoint,
                 const fuse::ControlRequest& request) {
   const std::string path = absl::StrCat(mountpoint, "/", fuse::kControlName);
   int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
-    PrintError(absl::StrCat("cannot open ", path, ": ", strerror(errno),
-                            errno == EACCES
+    const int open_errno = errno;
+    PrintError(absl::StrCat("cannot open ", path, ": ", strerror(open_errno),
+                            open_errno == EACCES
                                 ? " (only the user who mounted it may attach "
                                   "and detach disks)"
                                 : ""));
-    return kExitFailure;
+    return open_errno == EACCES ? kExitUsage : kExitFailure;
   }
   const std::string text = fuse::FormatControlRequest(request);
   const ssize_t wrote = write(fd, text.data(), text.size());
@@ -67,7 +70,7 @@ int SendControl(const std::string& mountpoint,
   while (!message.empty() && message.back() == '\n') message.pop_back();
   if (message.empty()) message = strerror(write_errno);
   PrintError(message);
-  return kExitFailure;
+  return write_errno == EIO ? kExitFailure : kExitUsage;
 }
 
 }  // namespace

@@ -74,6 +74,8 @@ int ControlErrno(const absl::Status& status) {
       return EACCES;
     case absl::StatusCode::kFailedPrecondition:
       return EOPNOTSUPP;
+    case absl::StatusCode::kDataLoss:
+      return EIO;
     default:
       return EINVAL;
   }

@@ -89,6 +89,7 @@ absl::Status DiskSet::Add(std::unique_ptr<Disk> disk) {
   const Table* current = table_.load(std::memory_order_acquire);
   for (const DiskSlot* slot : current->order) {
     if (slot->name == disk->name()) {
+      disk->Shutdown();  // never served: nothing in flight
       return absl::AlreadyExistsError(absl::StrCat(
           "the mount already has a disk named ", disk->name(),
           " (detach it first, or attach an image of another name)"));

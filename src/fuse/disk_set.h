@@ -110,7 +110,8 @@ class DiskSet {
   void ReleaseHandle(uint64_t ino, uint64_t handle);
 
   // Control path: one change at a time (callers may be any thread).
-  // Adds a started disk. AlreadyExists, naming it, if a disk has its name.
+  // Adds a started disk. AlreadyExists, naming it, if a disk has its name
+  // (the disk is then shut down and freed).
   absl::Status Add(std::unique_ptr<Disk> disk);
   // Takes the disk `name` out: no new request or open reaches it, and the
   // handlers inside return; the caller then shuts it down. NotFound for no

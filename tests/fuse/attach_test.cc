@@ -152,12 +152,10 @@ class AttachTest : public ::testing::Test {
   std::string b_;
 };
 
-// One line on stderr, exit non-zero, nothing on stdout.
+// A refusal (exit 2, one line on stderr, nothing on stdout) that says
+// `has`.
 void ExpectOneLineRefusal(const CommandResult& result, const std::string& has) {
-  EXPECT_NE(result.exit_code, 0) << result.Describe();
-  EXPECT_TRUE(result.out.empty()) << result.Describe();
-  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1)
-      << result.Describe();
+  ExpectUsageError(result);
   EXPECT_NE(result.err.find(has), std::string::npos) << result.Describe();
 }
 
