@@ -111,7 +111,7 @@ const std::vector<CommandInfo>& Commands() {
        "write whole or not at all. It prints what was dropped. Unmount and "
        "mount again to reboot.",
        PowercutFlags, RunPowercut},
-      {"attach", "MOUNTPOINT --disk PATH[,OPTION...] [transport flags]",
+      {"attach", "MOUNTPOINT --disk IMAGE [flags]",
        "add a disk to a running mount",
        "Adds a disk to a running mount, after the checks a mount makes (the "
        "image, its lock, permissions, format, the memory budget). Its "
