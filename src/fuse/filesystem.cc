@@ -55,6 +55,7 @@ Filesystem::~Filesystem() {
 }
 
 bool Filesystem::abandoned_io() const {
+  if (detached_abandoned_.load(std::memory_order_acquire)) return true;
   for (const DiskRef& disk : disks_.EnterAll()) {
     if (disk.disk().abandoned()) return true;
   }
@@ -139,7 +140,10 @@ absl::Status Filesystem::Detach(const std::string& name, bool force) {
   detached->disk->Shutdown();
   const bool abandoned = detached->disk->abandoned();
   if (abandoned) {
-    // Disk::Shutdown's contract: what it abandoned is never freed.
+    // Disk::Shutdown's contract: what it abandoned is never freed, and the
+    // process ends without unmapping what its engines may still write
+    // into.
+    detached_abandoned_.store(true, std::memory_order_release);
     (void)detached->disk.release();
     (void)detached->io.release();
     return absl::DataLossError(

@@ -97,6 +97,8 @@ class Filesystem {
 
   DiskSet disks_;
   const DiskOpener open_disk_;
+  // A detached disk's shutdown gave up on I/O in flight (abandoned_io()).
+  std::atomic<bool> detached_abandoned_{false};
   // Made at the first command; stopped before the disks shut down.
   std::mutex control_mu_;
   std::unique_ptr<ControlWorker> control_;
