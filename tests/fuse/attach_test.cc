@@ -216,10 +216,9 @@ uint64_t Counter(const std::string& mountpoint, const std::string& disk,
 }
 
 // A detach drains its disk without holding up the others: B holds a write
-// for 3 s (delay-write=) when it is detached; A's fio goes on completing
-// requests all the while. A lock held across the drain would stop A's new
-// requests for the whole drain (at most fio's iodepth of them could
-// complete meanwhile).
+// for 3 s (delay-write=) when it is detached, and A's requests meanwhile
+// complete as fast as ever. A lock held across the drain would hold every
+// request A sends during it for the rest of the drain.
 TEST_F(AttachTest, SlowDrainOfOneDiskDoesNotHoldUpAnother) {
   PVDISK_REQUIRE_FIO();
   Mount mount(dir_.MakeDir("mnt"),
@@ -229,13 +228,10 @@ TEST_F(AttachTest, SlowDrainOfOneDiskDoesNotHoldUpAnother) {
                        b_ + ",delay-write=3000000"})
                 .exit_code,
             0);
-  // fio writes and verifies what it wrote as it goes (verify_backlog)
-  // until stopped after the cycles.
   BackgroundProcess fio(FioCommand(
       mount.Path("a.img"),
-      {"--rw=randwrite", "--bs=4k", "--iodepth=8", "--size=8M",
-       "--verify=crc32c", "--verify_backlog=16", "--verify_fatal=1",
-       "--time_based", "--runtime=300", "--output-format=normal,json"}));
+      {"--rw=randrw", "--bs=4k", "--iodepth=4", "--size=8M", "--time_based",
+       "--runtime=6", "--output-format=normal,json"}));
   ASSERT_TRUE(fio.started());
   // One write on B, held by the delay model.
   BackgroundProcess dd({"dd", "if=/dev/zero", "of=" + mount.Path("b.img"),
@@ -245,23 +241,21 @@ TEST_F(AttachTest, SlowDrainOfOneDiskDoesNotHoldUpAnother) {
          Counter(mount.mountpoint(), "a.img", "fuse_writes") == 0) {
     ASSERT_FALSE(dd.Wait(std::chrono::milliseconds(10))) << "dd ended early";
   }
-  const uint64_t before = Counter(mount.mountpoint(), "a.img", "fuse_reads") +
-                          Counter(mount.mountpoint(), "a.img", "fuse_writes");
   const auto start = std::chrono::steady_clock::now();
   CommandResult detached =
       RunPvdisk({"detach", mount.mountpoint(), "b.img", "--force"});
   const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_EQ(detached.exit_code, 0) << detached.Describe();
-  const uint64_t after = Counter(mount.mountpoint(), "a.img", "fuse_reads") +
-                         Counter(mount.mountpoint(), "a.img", "fuse_writes");
-  // The detach waited for B's write: it drained.
+  // The detach waited for B's write, which then succeeded: it drained.
   EXPECT_GE(took, std::chrono::milliseconds(1000));
   ASSERT_TRUE(dd.Wait(std::chrono::seconds(10)));
   EXPECT_EQ(dd.result().exit_code, 0) << dd.result().Describe();
-  EXPECT_GT(after - before, 100u) << "a.img completed only " << (after - before)
-                                  << " requests while b.img drained";
-  kill(fio.pid(), SIGINT);
-  ASSERT_TRUE(fio.Wait(std::chrono::seconds(30)));
+  ASSERT_TRUE(fio.Wait(std::chrono::seconds(60)));
+  ExpectFioClean(fio.result());
+  // A request of A's held for the drain would have taken seconds; a loaded
+  // machine's own worst is well under 1.5 s.
+  EXPECT_LT(MaxClatNs(fio.result().out), 1'500'000'000u)
+      << "detach took " << std::chrono::duration<double>(took).count() << " s";
 }
 
 TEST_F(AttachTest, AnotherUserIsRefused) {
