@@ -205,6 +205,34 @@ TEST_F(AttachTest, OpenDiskIsBusyWithItsPidUntilForcedThenFailsWithEio) {
   EXPECT_EQ(errno, EIO);
 }
 
+// --backend process: the attached disk gets a backend process of its own,
+// which its detach ends; its writes reach its image and its lock is freed.
+TEST_F(AttachTest, BackendProcessDiskComesAndGoes) {
+  Mount mount(dir_.MakeDir("mnt"), {"--disk", a_, "--backend", "process"});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  CommandResult attached =
+      RunPvdisk({"attach", mount.mountpoint(), "--disk", b_});
+  ASSERT_EQ(attached.exit_code, 0) << attached.Describe();
+  const std::string pattern = PatternBytes(11, 256 << 10);
+  {
+    Fd fd = Open(mount.Path("b.img"), O_RDWR | O_DIRECT);
+    PwriteAll(fd.get(), 4096, pattern);
+    EXPECT_EQ(PreadAll(fd.get(), 4096, pattern.size()), pattern);
+  }
+  EXPECT_FALSE(PvdiskProcessesMentioning(b_).empty());  // its backend
+  CommandResult detached = RunPvdisk({"detach", mount.mountpoint(), "b.img"});
+  ASSERT_EQ(detached.exit_code, 0) << detached.Describe();
+  EXPECT_EQ(PvdiskProcessesMentioning(b_), std::vector<pid_t>{});
+  std::string image = ReadWholeFile(b_).substr(4096, pattern.size());
+  EXPECT_EQ(image, pattern) << FirstDifference(pattern, image);
+  Mount other(dir_.MakeDir("other"), {"--disk", b_});
+  EXPECT_TRUE(other.ok()) << other.mount_result().Describe();
+  // A goes on.
+  Fd a = Open(mount.Path("a.img"), O_RDWR | O_DIRECT);
+  PwriteAll(a.get(), 0, pattern);
+  EXPECT_EQ(PreadAll(a.get(), 0, pattern.size()), pattern);
+}
+
 // The sum of a counter over a disk's queues, from the stats file.
 uint64_t Counter(const std::string& mountpoint, const std::string& disk,
                  const std::string& counter) {
