@@ -3,21 +3,22 @@
 // mountpoint: the client writes into it).
 //
 // A client opens it read-write, writes one command and reads back one line:
-// "ok ..." or what was wrong. A command is its words separated by newlines:
+// "ok" or what was wrong. A command is its words separated by newlines:
 //   attach\n<the words of pvdisk attach after MOUNTPOINT>
 //   detach\nNAME[\n--force]
-// The write succeeds with the
-// command's length, or fails with the command's errno (EBUSY for an open
-// disk, ENOENT for an unknown one, EEXIST for a name in use, EINVAL for the
-// rest); the line read back says the same in words.
+// The write succeeds with the command's length, or fails with the
+// command's errno (ControlErrno: EBUSY for an open disk, ENOENT for an
+// unknown one, EEXIST for a name in use, ENOMEM over the memory budget,
+// EOPNOTSUPP for a disk its placement keeps, EIO for a drain given up,
+// EINVAL for the rest); the line read back says the same in words.
 //
 // Only the mount's owner may use it: the file is 0600 and its owner's (the
 // kernel checks that under default_permissions), and the daemon refuses
 // an open by any other uid (root's included) with EACCES.
 //
 // Commands run on a thread of their own, one at a time, so that opening an
-// image or draining a disk never holds up a FUSE thread, and so the other
-// disks' requests.
+// image or draining a disk never holds up a FUSE thread, and with it the
+// other disks' requests.
 #pragma once
 
 #include <condition_variable>
