@@ -114,6 +114,13 @@ TEST_P(AttachCycleTest, AnotherDiskComesAndGoesWhileFioVerifies) {
   EXPECT_EQ(image, pattern) << FirstDifference(pattern, image);
   Mount other(dir.MakeDir("other"), {"--disk", b});
   EXPECT_TRUE(other.ok()) << other.mount_result().Describe();
+  // A disk the inline placement drives stays until unmount.
+  if (GetParam() == "inline") {
+    CommandResult kept = RunPvdisk({"detach", mount.mountpoint(), "a.img"});
+    ExpectUsageError(kept);
+    EXPECT_NE(kept.err.find("runs inline"), std::string::npos)
+        << kept.Describe();
+  }
   // A's rows stayed, B's went.
   std::string stats = ReadWholeFile(mount.Path("stats"));
   EXPECT_NE(stats.find("a.img"), std::string::npos) << stats;
