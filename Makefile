@@ -38,7 +38,7 @@ PREFIX ?= /usr/local
 .PHONY: all deps build build-pvdisk run test ctest-jobs format clean fuzz fuzz-build
 .PHONY: tsan tsan-build install deb deb-test
 .PHONY: bench bench-micro bench-compare bench-experiments
-.PHONY: powercut-check crash-check
+.PHONY: powercut-check crash-check attach-check
 
 all: build
 
@@ -171,6 +171,15 @@ bench-compare: build
 
 bench-experiments: build
 	$(run_experiments)
+
+# Attach and detach at full count (scripts/attach-check.sh); the suite runs
+# a few cycles per placement.
+ATTACH_CYCLES ?= 50
+ATTACH_ROUNDS ?= 2
+ATTACH_MAX_MS ?= 100
+attach-check: build
+	@ATTACH_CYCLES=$(ATTACH_CYCLES) ATTACH_MAX_MS=$(ATTACH_MAX_MS) \
+	  scripts/attach-check.sh $(BUILD_DIR) $(ATTACH_ROUNDS)
 
 # The power-cut promise at full count: POWERCUT_CUTS random cuts (default
 # 200) of the first frontend and placement, then the negative control

@@ -125,6 +125,23 @@ const std::vector<CommandInfo>& Commands() {
        "entries. A log that is not whole or a point past its end is refused "
        "with IMAGE unchanged.",
        ReplayFlags, RunReplay},
+      {"attach", "MOUNTPOINT --disk IMAGE [flags]",
+       "add a disk to a running mount",
+       "Adds a disk to a running mount, after the checks a mount makes (the "
+       "image, its lock, permissions, format, the memory budget). Its "
+       "transport is the mount's unless flags give it; on a mount of the "
+       "inline placement it runs on backend threads of its own. The other "
+       "disks' I/O goes on meanwhile. Only the user who mounted may attach.",
+       AttachFlags, RunAttach},
+      {"detach", "MOUNTPOINT DISK [--force]",
+       "take a disk out of a running mount",
+       "Takes a disk out of a running mount: its I/O in flight finishes, its "
+       "writes are made durable, its image lock is released and its file "
+       "goes. A disk whose file a process holds open is refused with EBUSY "
+       "naming the pid, unless --force, after which that process's I/O "
+       "fails with EIO. A disk of the inline placement (one mounted with "
+       "it) cannot be detached. Only the user who mounted may detach.",
+       DetachFlags, RunDetach},
   };
   return commands;
 }

@@ -51,5 +51,7 @@ const std::vector<FlagSpec>& TraceFlags();
 const std::vector<FlagSpec>& PowercutFlags();
 const std::vector<FlagSpec>& MarkFlags();
 const std::vector<FlagSpec>& ReplayFlags();
+const std::vector<FlagSpec>& AttachFlags();
+const std::vector<FlagSpec>& DetachFlags();
 
 }  // namespace pvdisk::cli

@@ -25,6 +25,8 @@ int RunTrace(const std::vector<std::string>& args);
 int RunPowercut(const std::vector<std::string>& args);
 int RunMark(const std::vector<std::string>& args);
 int RunReplay(const std::vector<std::string>& args);
+int RunAttach(const std::vector<std::string>& args);
+int RunDetach(const std::vector<std::string>& args);
 
 // Prints "pvdisk: <message>" to stderr.
 void PrintError(const std::string& message);

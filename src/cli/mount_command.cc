@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -24,6 +25,7 @@
 #include "base/size.h"
 #include "base/status_macros.h"
 #include "cli/args.h"
+#include "cli/attach.h"
 #include "cli/command_table.h"
 #include "cli/commands.h"
 #include "cli/disk_arg.h"
@@ -61,6 +63,9 @@ struct MountConfig {
   bool allow_other = false;
   bool foreground = false;
   LogChoice log;
+  // For pvdisk attach: the flags as given and --max-memory.
+  std::map<std::string, std::string, std::less<>> flags;
+  uint64_t memory_budget = 0;
 };
 
 }  // namespace
@@ -247,6 +252,10 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
 
   PlacementInput placement;
   PVDISK_RETURN_IF_ERROR(ReadPlacementFlags(flags, &placement));
+  config->memory_budget = placement.memory_budget;
+  for (const auto& [name, given] : parsed.values) {
+    if (!given.empty()) config->flags[name] = given.back();
+  }
   // Resolved before the daemon forks, so that the mount message can say
   // what happened and `uring` on a kernel without it fails before anything
   // runs.
@@ -347,7 +356,17 @@ int Serve(const MountConfig& config, int ready_fd) {
     disks.push_back(std::move(*disk));
   }
   for (auto& disk : disks) disk->Start();
-  fuse::Filesystem filesystem(std::move(disks), config.allow_other, channel);
+  AttachContext attach;
+  attach.mountpoint = config.mountpoint;
+  attach.options = options;
+  attach.mount_flags = config.flags;
+  attach.memory_budget = config.memory_budget;
+  fuse::Filesystem filesystem(
+      std::move(disks), config.allow_other, channel,
+      [attach](const std::vector<std::string>& words,
+               const std::vector<const fuse::Disk*>& attached) {
+        return OpenAttachedDisk(attach, words, attached);
+      });
   bool mounted = false;
   absl::Status served = filesystem.MountAndServe(config.mountpoint, [&] {
     mounted = true;

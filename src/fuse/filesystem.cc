@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
@@ -14,36 +15,58 @@
 #include "stats/render_metrics.h"
 
 namespace pvdisk::fuse {
+namespace {
+
+// Why `disk` cannot be detached, or empty. A disk of the inline placement
+// is driven by every FUSE uring queue thread (InlineDriver), which holds it
+// for the mount's life.
+std::string CanDetach(const Disk& disk) {
+  if (disk.transport_options().placement != transport::Placement::kInline) {
+    return "";
+  }
+  return absl::StrCat(
+      "disk ", disk.name(),
+      " runs inline on the FUSE queue threads, which keep it until unmount; "
+      "only disks on backend threads can be detached (disks attached later "
+      "are, and so is every disk of a mount with --placement backend-thread)");
+}
+
+}  // namespace
+
 Filesystem::Filesystem(std::vector<std::unique_ptr<Disk>> disks,
-                       bool allow_other, const FuseChannelOptions& channel)
+                       bool allow_other, const FuseChannelOptions& channel,
+                       DiskOpener open_disk)
     : disks_(std::move(disks)),
+      open_disk_(std::move(open_disk)),
       allow_other_(allow_other),
       channel_(channel),
       stats_since_ns_(stats::MonotonicNanos()),
       trace_control_([this](std::string_view name) {
-        for (auto& disk : disks_) {
-          if (disk->name() == name) return disk->QueueTraces();
-        }
-        return std::vector<trace::QueueTrace*>{};
-      }) {
-  for (auto& disk : disks_)
-    disk_ios_.push_back(std::make_unique<DiskIo>(disk.get()));
-}
+        // The traces of a disk detached later stay valid: TraceControl
+        // turns them off first (Filesystem::Detach).
+        DiskRef disk = disks_.EnterByName(name);
+        if (!disk) return std::vector<trace::QueueTrace*>{};
+        return disk.disk().QueueTraces();
+      }) {}
 
 Filesystem::~Filesystem() {
-  for (auto& disk : disks_) disk->Shutdown();
+  StopControl();
+  disks_.ForEachDisk([](Disk& disk) { disk.Shutdown(); });
 }
 
 bool Filesystem::abandoned_io() const {
-  for (const auto& disk : disks_) {
-    if (disk->abandoned()) return true;
+  if (detached_abandoned_.load(std::memory_order_acquire)) return true;
+  for (const DiskRef& disk : disks_.EnterAll()) {
+    if (disk.disk().abandoned()) return true;
   }
   return false;
 }
 
 std::vector<stats::DiskReport> Filesystem::Reports() const {
   std::vector<stats::DiskReport> reports;
-  for (const auto& disk : disks_) reports.push_back(disk->Report());
+  for (const DiskRef& disk : disks_.EnterAll()) {
+    reports.push_back(disk.disk().Report());
+  }
   return reports;
 }
 
@@ -65,23 +88,21 @@ std::string Filesystem::StatsJson() const {
 }
 
 int Filesystem::PowerCut(const stats::StatsRequest& request) {
-  for (auto& disk : disks_) {
-    if (disk->name() != request.disk) continue;
-    const io::PowerKeep keep = request.keep == "all" ? io::PowerKeep::kAll
-                               : request.keep == "random"
-                                   ? io::PowerKeep::kRandom
-                                   : io::PowerKeep::kNone;
-    absl::StatusOr<io::PowerCutResult> cut = disk->PowerCut(keep, request.seed);
-    if (cut.ok()) return 0;
-    LogInfo("%s", cut.status().message());
-    switch (cut.status().code()) {
-      case absl::StatusCode::kFailedPrecondition:
-        return disk->has_volatile_cache() ? -EALREADY : -EINVAL;
-      default:
-        return -EIO;
-    }
+  DiskRef ref = disks_.EnterByName(request.disk);
+  if (!ref) return -ENOENT;
+  Disk* disk = &ref.disk();
+  const io::PowerKeep keep = request.keep == "all"      ? io::PowerKeep::kAll
+                             : request.keep == "random" ? io::PowerKeep::kRandom
+                                                        : io::PowerKeep::kNone;
+  absl::StatusOr<io::PowerCutResult> cut = disk->PowerCut(keep, request.seed);
+  if (cut.ok()) return 0;
+  LogInfo("%s", cut.status().message());
+  switch (cut.status().code()) {
+    case absl::StatusCode::kFailedPrecondition:
+      return disk->has_volatile_cache() ? -EALREADY : -EINVAL;
+    default:
+      return -EIO;
   }
-  return -ENOENT;
 }
 
 int Filesystem::Mark(const stats::StatsRequest& request) {
@@ -105,8 +126,75 @@ int Filesystem::Mark(const stats::StatsRequest& request) {
 }
 
 void Filesystem::ResetStats() {
-  for (auto& disk : disks_) disk->ResetStats();
+  for (const DiskRef& disk : disks_.EnterAll()) disk.disk().ResetStats();
   stats_since_ns_.store(stats::MonotonicNanos(), std::memory_order_relaxed);
+}
+
+absl::Status Filesystem::Attach(const std::vector<std::string>& words) {
+  if (!open_disk_) {
+    return absl::FailedPreconditionError("this mount cannot attach disks");
+  }
+  std::unique_ptr<Disk> disk;
+  {
+    std::vector<DiskRef> refs = disks_.EnterAll();
+    std::vector<const Disk*> attached;
+    for (const DiskRef& ref : refs) attached.push_back(&ref.disk());
+    absl::StatusOr<std::unique_ptr<Disk>> opened = open_disk_(words, attached);
+    if (!opened.ok()) return opened.status();
+    disk = std::move(*opened);
+  }
+  disk->Start();
+  const std::string name = disk->name();
+  if (absl::Status added = disks_.Add(std::move(disk)); !added.ok()) {
+    return added;  // the disk was shut down and freed by the failed Add
+  }
+  LogInfo("attached disk %s", name.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status Filesystem::Detach(const std::string& name, bool force) {
+  absl::StatusOr<DetachedDisk> detached = disks_.Remove(name, force, CanDetach);
+  if (!detached.ok()) return detached.status();
+  // Its traces stop before the disk goes (a trace reader may hold them).
+  trace_control_.Forget(detached->disk->QueueTraces());
+  detached->disk->Shutdown();
+  const bool abandoned = detached->disk->abandoned();
+  if (abandoned) {
+    // Disk::Shutdown's contract: what it abandoned is never freed, and the
+    // process ends without unmapping what its engines may still write
+    // into.
+    detached_abandoned_.store(true, std::memory_order_release);
+    (void)detached->disk.release();
+    (void)detached->io.release();
+    return absl::DataLossError(
+        absl::StrCat("disk ", name,
+                     " did not finish its I/O within --shutdown-timeout; "
+                     "what was in flight failed with EIO"));
+  }
+  detached->disk.reset();
+  detached->io.reset();
+  LogInfo("detached disk %s", name.c_str());
+  return absl::OkStatus();
+}
+
+void Filesystem::RunControl(ControlRequest request,
+                            std::function<void(absl::Status)> done) {
+  ControlWorker* worker;
+  {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    if (!control_) control_ = std::make_unique<ControlWorker>();
+    worker = control_.get();
+  }
+  worker->Post([this, request = std::move(request), done = std::move(done)] {
+    done(request.command == ControlRequest::Command::kAttach
+             ? Attach(request.words)
+             : Detach(request.disk, request.force));
+  });
+}
+
+void Filesystem::StopControl() {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  if (control_) control_->Stop();
 }
 
 absl::Status Filesystem::MountAndServe(
@@ -118,10 +206,12 @@ absl::Status Filesystem::MountAndServe(
   serve.channel = channel_;
   // The inline placement: each uring queue's thread drives its queue of
   // every disk (all disks of a mount share the placement).
-  if (!disks_.empty() && disks_[0]->transport_options().placement ==
-                             transport::Placement::kInline) {
-    std::vector<Disk*> disks;
-    for (auto& disk : disks_) disks.push_back(disk.get());
+  // These disks cannot be detached (CanDetach), so the drivers may keep
+  // them.
+  std::vector<Disk*> disks;
+  for (const DiskRef& disk : disks_.EnterAll()) disks.push_back(&disk.disk());
+  if (!disks.empty() && disks[0]->transport_options().placement ==
+                            transport::Placement::kInline) {
     serve.companions.sq_entries = InlineSubmissionEntries(disks);
     serve.companions.make = [disks](uint32_t qid) {
       return std::make_unique<InlineDriver>(disks, qid);
@@ -135,10 +225,16 @@ absl::Status Filesystem::MountAndServe(
   // One deadline for all disks: --shutdown-timeout bounds the whole
   // shutdown, not each disk's.
   hooks.drain = [this] {
-    if (disks_.empty()) return;
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::seconds(disks_[0]->shutdown_timeout_seconds());
-    for (auto& disk : disks_) disk->Shutdown(deadline);
+    // An attach or detach under way finishes first.
+    StopControl();
+    std::optional<std::chrono::steady_clock::time_point> deadline;
+    disks_.ForEachDisk([&](Disk& disk) {
+      if (!deadline) {
+        deadline = std::chrono::steady_clock::now() +
+                   std::chrono::seconds(disk.shutdown_timeout_seconds());
+      }
+      disk.Shutdown(*deadline);
+    });
   };
   return channel::Serve(serve, &handler, hooks);
 }

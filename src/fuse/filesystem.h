@@ -2,8 +2,10 @@
 // disk (named after its image, of exactly the image's size), plus `stats`
 // (a text table; writing "reset" zeroes the counters), `stats.json` and
 // `metrics` (the Prometheus text format): three renderings of one snapshot;
-// and the hidden `.trace` control file of `pvdisk trace` (not listed:
-// trace/trace_control.h).
+// the hidden `.trace` control file of `pvdisk trace` (not listed:
+// trace/trace_control.h); and the hidden `.control` file of `pvdisk attach`
+// and `pvdisk detach` (disk_control.h), which change the disks while the
+// mount serves (disk_set.h).
 //
 // READ, WRITE, FSYNC and FALLOCATE on a disk become BlockIos on its queue;
 // the handler returns at once and the reply is sent by whichever thread
@@ -18,13 +20,25 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "fuse/disk.h"
+#include "fuse/disk_control.h"
 #include "fuse/disk_io.h"
+#include "fuse/disk_set.h"
 #include "fuse/fuse_channel_options.h"
 #include "stats/stats_command.h"
 #include "trace/trace_control.h"
 
 namespace pvdisk::fuse {
+
+// What `pvdisk attach` needs of the mount command: opens and starts the disk
+// that the attach's words (those after MOUNTPOINT) ask for, with the
+// mount's settings where the words give none, after the checks a mount
+// makes (the image, its lock, permissions, format, and the memory budget,
+// counting the `attached` disks). Errors are one line.
+using DiskOpener = std::function<absl::StatusOr<std::unique_ptr<Disk>>(
+    const std::vector<std::string>& words,
+    const std::vector<const Disk*>& attached)>;
 
 class Filesystem {
  public:
@@ -33,9 +47,11 @@ class Filesystem {
   // (the kernel checks each file's owner and mode either way:
   // default_permissions). `channel`: the FUSE channel, as checked
   // (fuse_channel_options.h) and resolved.
+  // `open_disk`: how attach opens a disk (null: attach is refused).
   explicit Filesystem(std::vector<std::unique_ptr<Disk>> disks,
                       bool allow_other = false,
-                      const FuseChannelOptions& channel = {});
+                      const FuseChannelOptions& channel = {},
+                      DiskOpener open_disk = nullptr);
   ~Filesystem();
 
   // Mounts at `mountpoint` and serves requests until the filesystem is
@@ -66,17 +82,32 @@ class Filesystem {
   // caller's memory that engines may still write into.
   bool abandoned_io() const;
 
-  size_t disk_count() const { return disks_.size(); }
-  Disk& disk(size_t index) { return *disks_[index]; }
-  DiskIo& disk_io(size_t index) { return *disk_ios_[index]; }
+  // `pvdisk attach`: opens the disk `words` ask for and adds it.
+  absl::Status Attach(const std::vector<std::string>& words);
+  // `pvdisk detach`: takes the disk out (DiskSet::Remove), then drains it
+  // (Disk::Shutdown: I/O in flight finishes, writes are made durable, the
+  // image and its lock are released).
+  absl::Status Detach(const std::string& name, bool force);
+  // Runs a control file's command on the control thread; `done` gets its
+  // status there.
+  void RunControl(ControlRequest request,
+                  std::function<void(absl::Status)> done);
+
+  DiskSet& disks() { return disks_; }
   trace::TraceControl& trace_control() { return trace_control_; }
 
  private:
   // Every disk's counters, taken now: what the stats files render.
   std::vector<stats::DiskReport> Reports() const;
 
-  std::vector<std::unique_ptr<Disk>> disks_;
-  std::vector<std::unique_ptr<DiskIo>> disk_ios_;
+  DiskSet disks_;
+  const DiskOpener open_disk_;
+  // A detached disk's shutdown gave up on I/O in flight (abandoned_io()).
+  std::atomic<bool> detached_abandoned_{false};
+  // Made at the first command; stopped before the disks shut down.
+  std::mutex control_mu_;
+  std::unique_ptr<ControlWorker> control_;
+  void StopControl();
   const bool allow_other_;
   const FuseChannelOptions channel_;
   // When the counters started (mount or the last reset), on

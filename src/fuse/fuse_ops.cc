@@ -5,18 +5,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "base/event_log.h"
+#include "base/kernel_ordered.h"
 #include "fuse/attributes.h"
+#include "fuse/disk_control.h"
 #include "fuse/disk_io.h"
+#include "fuse/disk_set.h"
 #include "fuse/filesystem.h"
 #include "fuse/inodes.h"
 #include "fuse/stats_snapshot.h"
@@ -45,40 +50,45 @@ const timespec& MountTime() {
   return now;
 }
 
-// Index of the disk behind `ino`, or -1.
-long DiskIndex(Filesystem& fs, uint64_t ino) {
-  if (ino < kFirstDiskInode) return -1;
-  uint64_t index = ino - kFirstDiskInode;
-  return index < fs.disk_count() ? static_cast<long>(index) : -1;
-}
-
 bool IsStatsInode(uint64_t ino) {
   return ino == kStatsInode || ino == kStatsJsonInode || ino == kMetricsInode;
 }
 
 // The attributes of `ino` (see attributes.h for who may do what) and how
 // long the kernel may cache them; false if there is no such inode.
-bool Attributes(Filesystem& fs, uint64_t ino, struct stat* st,
-                double* timeout) {
+// `entry_timeout`: how long the kernel may keep a name's inode. A disk's
+// name may come back as another disk (detach, then attach), so the kernel
+// looks disk names up again at every open (a LOOKUP per open, none per
+// I/O).
+bool Attributes(Filesystem& fs, uint64_t ino, struct stat* st, double* timeout,
+                double* entry_timeout = nullptr) {
   static const MountOwner owner = CurrentMountOwner();
-  std::vector<const Disk*> disks;
-  for (size_t i = 0; i < fs.disk_count(); ++i) disks.push_back(&fs.disk(i));
   Node node = Node::kDisk;
   const Disk* disk = nullptr;
   *timeout = kStatsAttrTimeout;
+  if (entry_timeout != nullptr) *entry_timeout = kStatsAttrTimeout;
+  std::vector<DiskRef> all;
+  std::vector<const Disk*> disks;
+  DiskRef one;
+  if (ino == kRootInode || ino == kStatsInode || ino == kStatsJsonInode ||
+      ino == kMetricsInode) {
+    all = fs.disks().EnterAll();
+    for (const DiskRef& ref : all) disks.push_back(&ref.disk());
+  }
   if (ino == kRootInode) {
     node = Node::kRoot;
   } else if (ino == kStatsInode) {
     node = Node::kStats;
   } else if (ino == kStatsJsonInode || ino == kMetricsInode) {
     node = Node::kStatsJson;  // read-only, like stats.json
-  } else if (ino == kTraceInode) {
-    node = Node::kTrace;
+  } else if (ino == kTraceInode || ino == kControlInode) {
+    node = Node::kTrace;  // the owner's only, 0600
   } else {
-    long index = DiskIndex(fs, ino);
-    if (index < 0) return false;
-    disk = &fs.disk(index);
+    one = fs.disks().Enter(ino);
+    if (!one) return false;
+    disk = &one.disk();
     *timeout = kDiskAttrTimeout;
+    if (entry_timeout != nullptr) *entry_timeout = 0;
   }
   FillAttributes(node, disk, disks, owner, MountTime(), st);
   st->st_ino = ino;
@@ -88,8 +98,17 @@ bool Attributes(Filesystem& fs, uint64_t ino, struct stat* st,
 void ReplyEntry(Reply reply, Filesystem& fs, uint64_t ino) {
   struct stat st;
   double timeout;
-  if (!Attributes(fs, ino, &st, &timeout)) return reply.Error(ENOENT);
-  reply.Struct(protocol::EntryOut(ino, st, timeout));
+  double entry_timeout;
+  if (!Attributes(fs, ino, &st, &timeout, &entry_timeout)) {
+    return reply.Error(ENOENT);
+  }
+  reply.Struct(protocol::EntryOut(ino, st, entry_timeout, timeout));
+}
+
+// The errno for a request on an inode that is no disk (any more): EIO for
+// a detached disk's (a handle kept across a forced detach), else `other`.
+int Gone(uint64_t ino, int other) {
+  return DiskSet::IsDiskInode(ino) ? EIO : other;
 }
 
 void ReplyAttr(Reply reply, Filesystem& fs, uint64_t ino) {
@@ -193,12 +212,13 @@ void FilesystemHandler::Lookup(const Request& request, Reply reply) {
   if (wanted == trace::kTraceName) {
     return ReplyEntry(std::move(reply), fs_, kTraceInode);
   }
-  for (size_t i = 0; i < fs_.disk_count(); ++i) {
-    if (fs_.disk(i).name() == wanted) {
-      return ReplyEntry(std::move(reply), fs_, DiskInode(i));
-    }
+  if (wanted == kControlName) {
+    return ReplyEntry(std::move(reply), fs_, kControlInode);
   }
-  reply.Error(ENOENT);
+  uint64_t ino = 0;
+  if (DiskRef disk = fs_.disks().EnterByName(wanted)) ino = disk.inode();
+  if (ino == 0) return reply.Error(ENOENT);
+  ReplyEntry(std::move(reply), fs_, ino);
 }
 
 void FilesystemHandler::Getattr(const Request& request, Reply reply) {
@@ -209,12 +229,14 @@ void FilesystemHandler::Setattr(const Request& request, Reply reply) {
   uint64_t ino = request.nodeid;
   if (request.setattr.valid & abi::kFattrSize) {
     uint64_t size = request.setattr.size;
-    long index = DiskIndex(fs_, ino);
-    // A disk keeps its size; truncating the stats file is a no-op.
-    bool same_size = index >= 0 && size == fs_.disk(index).size_bytes();
-    bool stats_truncate = ino == kStatsInode && size == 0;
-    if (!same_size && !stats_truncate) {
-      return reply.Error(index >= 0 ? EINVAL : EACCES);
+    DiskRef disk = fs_.disks().Enter(ino);
+    // A disk keeps its size; truncating the stats or control file is a
+    // no-op.
+    bool same_size = disk && size == disk.disk().size_bytes();
+    bool file_truncate =
+        (ino == kStatsInode || ino == kControlInode) && size == 0;
+    if (!same_size && !file_truncate) {
+      return reply.Error(disk ? EINVAL : EACCES);
     }
   }
   // Owner, mode and time changes are accepted and ignored: the attributes
@@ -233,8 +255,8 @@ void FilesystemHandler::Readdir(const Request& request, Reply reply) {
                                 {kStatsName, kStatsInode},
                                 {kStatsJsonName, kStatsJsonInode},
                                 {kMetricsName, kMetricsInode}};
-  for (size_t i = 0; i < fs_.disk_count(); ++i) {
-    entries.push_back({fs_.disk(i).name(), DiskInode(i)});
+  for (const DiskRef& disk : fs_.disks().EnterAll()) {
+    entries.push_back({disk.disk().name(), disk.inode()});
   }
   std::vector<uint8_t> buffer(request.size);
   size_t used = 0;
@@ -267,19 +289,34 @@ void FilesystemHandler::Open(const Request& request, Reply reply) {
         protocol::OpenOut(fs_.trace_control().Open(),
                           abi::kFopenDirectIo | abi::kFopenNonseekable));
   }
-  long index = DiskIndex(fs_, ino);
-  if (index < 0) return reply.Error(ino == kRootInode ? EISDIR : ENOENT);
-  if (access != O_RDONLY && fs_.disk(index).read_only()) {
-    LogEvent(Event::kRefusedWrite, fs_.disk(index).name(), "",
-             "an open for writing of a read-only disk; answered EROFS");
-    return reply.Error(EROFS);
+  if (ino == kControlInode) {
+    // The mount's owner only, whoever else the file's mode lets in (root).
+    if (request.uid != CurrentMountOwner().uid) return reply.Error(EACCES);
+    auto* handle = new ControlHandle;
+    KernelOrderedRelease(handle);
+    return reply.Struct(
+        protocol::OpenOut(reinterpret_cast<uint64_t>(handle),
+                          abi::kFopenDirectIo | abi::kFopenNonseekable));
   }
+  {
+    DiskRef disk = fs_.disks().Enter(ino);
+    if (!disk) return reply.Error(ino == kRootInode ? EISDIR : ENOENT);
+    if (access != O_RDONLY && disk.disk().read_only()) {
+      LogEvent(Event::kRefusedWrite, disk.disk().name(), "",
+               "an open for writing of a read-only disk; answered EROFS");
+      return reply.Error(EROFS);
+    }
+  }
+  // The handle remembers who opened the disk, for detach's EBUSY.
+  const int64_t handle = fs_.disks().OpenHandle(ino, request.pid);
+  if (handle < 0) return reply.Error(static_cast<int>(-handle));
   // Direct I/O: no page cache. Parallel direct writes: writes that do not
   // extend the file (none can) take the inode lock shared, so writes to one
   // disk are not serialised in the kernel; DiskIo orders the unaligned ones
   // that overlap.
-  reply.Struct(protocol::OpenOut(
-      0, abi::kFopenDirectIo | abi::kFopenParallelDirectWrites));
+  reply.Struct(
+      protocol::OpenOut(static_cast<uint64_t>(handle),
+                        abi::kFopenDirectIo | abi::kFopenParallelDirectWrites));
 }
 
 void FilesystemHandler::Release(const Request& request, Reply reply) {
@@ -287,6 +324,14 @@ void FilesystemHandler::Release(const Request& request, Reply reply) {
     StatsSnapshot::Release(request.fh);
   }
   if (request.nodeid == kTraceInode) fs_.trace_control().Release(request.fh);
+  if (request.nodeid == kControlInode) {
+    auto* handle = reinterpret_cast<ControlHandle*>(request.fh);
+    KernelOrderedAcquire(handle);
+    delete handle;
+  }
+  if (DiskSet::IsDiskInode(request.nodeid)) {
+    fs_.disks().ReleaseHandle(request.nodeid, request.fh);
+  }
   reply.Ok();
 }
 
@@ -303,13 +348,24 @@ void FilesystemHandler::Read(const Request& request, Reply reply) {
     if (read < 0) return reply.Error(-read);
     return reply.Bytes(events.data(), events.size());
   }
-  long index = DiskIndex(fs_, ino);
-  if (index < 0) return reply.Error(ENOENT);
-  transport::Queue& queue = fs_.disk(index).QueueFor(request.offset / 512);
+  if (ino == kControlInode) {
+    auto* handle = reinterpret_cast<ControlHandle*>(request.fh);
+    std::string answer;
+    {
+      std::lock_guard<std::mutex> lock(handle->mu);
+      answer = handle->answer;
+    }
+    // Nonseekable: every read gets the whole answer, which is short.
+    answer.resize(std::min<size_t>(answer.size(), request.size));
+    return reply.Bytes(answer.data(), answer.size());
+  }
+  DiskRef disk = fs_.disks().Enter(ino);
+  if (!disk) return reply.Error(Gone(ino, ENOENT));
+  transport::Queue& queue = disk.disk().QueueFor(request.offset / 512);
   queue.stats().Add(Counter::fuse_reads);
   std::span<uint8_t> into = reply.PayloadBuffer();
-  fs_.disk_io(index).Read(queue, request.offset, request.size, into,
-                          new ReplyingRead(std::move(reply), queue));
+  disk.io().Read(queue, request.offset, request.size, into,
+                 new ReplyingRead(std::move(reply), queue));
 }
 
 void FilesystemHandler::Write(const Request& request, Reply reply) {
@@ -342,13 +398,37 @@ void FilesystemHandler::Write(const Request& request, Reply reply) {
     return reply.Struct(
         protocol::WriteOut(static_cast<uint32_t>(request.data.size())));
   }
-  long index = DiskIndex(fs_, ino);
-  if (index < 0) return reply.Error(EACCES);
-  transport::Queue& queue = fs_.disk(index).QueueFor(request.offset / 512);
+  if (ino == kControlInode) {
+    auto* handle = reinterpret_cast<ControlHandle*>(request.fh);
+    const uint32_t length = static_cast<uint32_t>(request.data.size());
+    absl::StatusOr<ControlRequest> parsed = ParseControlRequest(
+        std::string_view(reinterpret_cast<const char*>(request.data.data()),
+                         request.data.size()));
+    auto answer = [handle, length](Reply reply, const absl::Status& status) {
+      {
+        std::lock_guard<std::mutex> lock(handle->mu);
+        handle->answer = status.ok() ? std::string("ok\n")
+                                     : absl::StrCat(status.message(), "\n");
+      }
+      if (status.ok()) return reply.Struct(protocol::WriteOut(length));
+      reply.Error(ControlErrno(status));
+    };
+    if (!parsed.ok()) return answer(std::move(reply), parsed.status());
+    // The command runs on the control thread; the kernel keeps this handle
+    // open until the write's reply.
+    return fs_.RunControl(
+        std::move(*parsed),
+        [answer, reply = Share(std::move(reply))](absl::Status status) {
+          answer(std::move(*reply), status);
+        });
+  }
+  DiskRef disk = fs_.disks().Enter(ino);
+  if (!disk) return reply.Error(Gone(ino, EACCES));
+  transport::Queue& queue = disk.disk().QueueFor(request.offset / 512);
   queue.stats().Add(Counter::fuse_writes);
-  fs_.disk_io(index).Write(queue, request.offset, request.data.data(),
-                           request.data.size(),
-                           new ReplyingWrite(std::move(reply), queue));
+  disk.io().Write(queue, request.offset, request.data.data(),
+                  request.data.size(),
+                  new ReplyingWrite(std::move(reply), queue));
 }
 
 void FilesystemHandler::Flush(const Request&, Reply reply) {
@@ -357,21 +437,24 @@ void FilesystemHandler::Flush(const Request&, Reply reply) {
 }
 
 void FilesystemHandler::Fsync(const Request& request, Reply reply) {
-  long index = DiskIndex(fs_, request.nodeid);
-  if (index < 0) return reply.Ok();  // nothing to make durable
-  fs_.disk_io(index).Flush(fs_.disk(index).QueueFor(0),
-                           [reply = Share(std::move(reply))](int64_t result) {
-                             ReplyStatus(*reply, result);
-                           });
+  DiskRef disk = fs_.disks().Enter(request.nodeid);
+  if (!disk) {
+    // Nothing to make durable, unless the disk was detached under it.
+    return reply.Error(DiskSet::IsDiskInode(request.nodeid) ? EIO : 0);
+  }
+  disk.io().Flush(disk.disk().QueueFor(0),
+                  [reply = Share(std::move(reply))](int64_t result) {
+                    ReplyStatus(*reply, result);
+                  });
 }
 
 void FilesystemHandler::Fallocate(const Request& request, Reply reply) {
-  long index = DiskIndex(fs_, request.nodeid);
-  if (index < 0) return reply.Error(EOPNOTSUPP);
+  DiskRef ref = fs_.disks().Enter(request.nodeid);
+  if (!ref) return reply.Error(Gone(request.nodeid, EOPNOTSUPP));
   uint64_t offset = request.offset;
   uint64_t length = request.length;
   if (length == 0) return reply.Error(EINVAL);
-  Disk& disk = fs_.disk(index);
+  Disk& disk = ref.disk();
   if (disk.read_only()) {
     LogEvent(Event::kRefusedWrite, disk.name(), "",
              "a fallocate of a read-only disk; answered EROFS");
@@ -392,11 +475,11 @@ void FilesystemHandler::Fallocate(const Request& request, Reply reply) {
       return done(0);
     case FALLOC_FL_PUNCH_HOLE:
       if (!keep_size) return done(-EINVAL);  // the kernel's rule
-      return fs_.disk_io(index).Zero(disk.QueueFor(offset / 512), offset,
-                                     length, /*deallocate=*/true, done);
+      return ref.io().Zero(disk.QueueFor(offset / 512), offset, length,
+                           /*deallocate=*/true, done);
     case FALLOC_FL_ZERO_RANGE:
-      return fs_.disk_io(index).Zero(disk.QueueFor(offset / 512), offset,
-                                     length, /*deallocate=*/false, done);
+      return ref.io().Zero(disk.QueueFor(offset / 512), offset, length,
+                           /*deallocate=*/false, done);
     default:
       return done(-EOPNOTSUPP);
   }
@@ -404,14 +487,13 @@ void FilesystemHandler::Fallocate(const Request& request, Reply reply) {
 
 void FilesystemHandler::Statfs(const Request&, Reply reply) {
   uint64_t total = 0;
-  for (size_t i = 0; i < fs_.disk_count(); ++i) {
-    total += fs_.disk(i).size_bytes();
-  }
+  std::vector<DiskRef> disks = fs_.disks().EnterAll();
+  for (const DiskRef& disk : disks) total += disk.disk().size_bytes();
   abi::fuse_statfs_out out{};
   out.st.bsize = 4096;
   out.st.frsize = 4096;
   out.st.blocks = total / 4096;
-  out.st.files = fs_.disk_count() + 3;
+  out.st.files = disks.size() + 3;
   out.st.namelen = 255;
   reply.Struct(out);
 }

@@ -26,6 +26,18 @@ class OperationsInFlight {
  public:
   // An operation was accepted.
   void Begin() { count_.fetch_add(1, std::memory_order_seq_cst); }
+  // Begin(), unless Close() has run: then nothing is counted and false is
+  // returned. seq_cst on both sides: either this sees the close, or the
+  // closer's WaitForZero sees this operation.
+  bool TryBegin() {
+    Begin();
+    if (!closed_.load(std::memory_order_seq_cst)) return true;
+    End();
+    return false;
+  }
+  // From now on TryBegin() refuses; what has begun goes on (WaitForZero
+  // waits for it).
+  void Close() { closed_.store(true, std::memory_order_seq_cst); }
   // An operation was answered (its `done` has returned). Nothing may touch
   // the disk's state after the last End() of a shutdown returns.
   void End();
@@ -43,6 +55,7 @@ class OperationsInFlight {
   // Set by WaitForZero, so that End() takes the mutex only when someone may
   // wait (seq_cst on both sides: either End sees it, or the waiter sees 0).
   std::atomic<bool> waiting_{false};
+  std::atomic<bool> closed_{false};
   std::mutex mu_;
   std::condition_variable zero_;
 };

@@ -87,4 +87,16 @@ void TraceControl::Release(uint64_t handle) {
   sessions_.erase(it);
 }
 
+void TraceControl::Forget(const std::vector<QueueTrace*>& queues) {
+  if (queues.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [handle, session] : sessions_) {
+    if (session.queues.empty() || session.queues[0] != queues[0]) continue;
+    for (QueueTrace* queue : session.queues) queue->Stop();
+    session.queues.clear();
+    session.next_queue = 0;
+    session.disk.clear();
+  }
+}
+
 }  // namespace pvdisk::trace

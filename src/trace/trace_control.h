@@ -48,6 +48,10 @@ class TraceControl {
   int Read(uint64_t handle, size_t max, std::string* out);
   // Stops the handle's trace and forgets the handle.
   void Release(uint64_t handle);
+  // A disk is going away with these queue traces: a session tracing them
+  // stops and reads nothing more (its reads then fail with -EINVAL, as a
+  // handle that traces nothing).
+  void Forget(const std::vector<QueueTrace*>& queues);
 
  private:
   struct Session {

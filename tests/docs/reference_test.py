@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import docslib  # noqa: E402
 
 COMMANDS = ["create", "info", "mount", "unmount", "stat", "list", "trace",
-            "powercut", "mark", "replay"]
+            "powercut", "mark", "replay", "attach", "detach"]
 BENCH_TOOLS = ["compare", "delay", "experiments", "spans", "trace_plot"]
 
 REFERENCE = os.path.join(docslib.REPO, "docs", "reference.md")

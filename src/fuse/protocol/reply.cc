@@ -88,10 +88,15 @@ abi::fuse_attr_out AttrOut(const struct stat& st, double timeout) {
 
 abi::fuse_entry_out EntryOut(uint64_t nodeid, const struct stat& st,
                              double timeout) {
+  return EntryOut(nodeid, st, timeout, timeout);
+}
+
+abi::fuse_entry_out EntryOut(uint64_t nodeid, const struct stat& st,
+                             double entry_timeout, double attr_timeout) {
   abi::fuse_entry_out out{};
   out.nodeid = nodeid;
-  SplitTimeout(timeout, &out.entry_valid, &out.entry_valid_nsec);
-  SplitTimeout(timeout, &out.attr_valid, &out.attr_valid_nsec);
+  SplitTimeout(entry_timeout, &out.entry_valid, &out.entry_valid_nsec);
+  SplitTimeout(attr_timeout, &out.attr_valid, &out.attr_valid_nsec);
   out.attr = AttrFromStat(st);
   return out;
 }

@@ -82,6 +82,9 @@ abi::fuse_attr AttrFromStat(const struct stat& st);
 abi::fuse_attr_out AttrOut(const struct stat& st, double timeout);
 abi::fuse_entry_out EntryOut(uint64_t nodeid, const struct stat& st,
                              double timeout);
+// The same with the name's and the attributes' timeouts apart.
+abi::fuse_entry_out EntryOut(uint64_t nodeid, const struct stat& st,
+                             double entry_timeout, double attr_timeout);
 abi::fuse_open_out OpenOut(uint64_t fh, uint32_t open_flags);
 abi::fuse_write_out WriteOut(uint32_t size);
 
