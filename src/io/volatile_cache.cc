@@ -159,71 +159,20 @@ int VolatileCache::Write(uint64_t offset, const iovec* iov, int iov_count,
 }
 
 int VolatileCache::Flush() {
-  int result = 0;
-  const uint64_t ticket = AskFlush(&result);
-  if (ticket == 0) return result;
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return DecidedLocked(ticket, &result); });
-  return result;
-}
-
-uint64_t VolatileCache::AskFlush(int* result) {
-  std::lock_guard<std::mutex> lock(mu_);
-  *result = 0;
-  if (cut()) {
-    *result = -EIO;
-    return 0;
-  }
+  if (cut()) return -EIO;
   // Test only: the flush completes, its writes stay at risk.
   if (lying_flush_) return 0;
-  if (error_ < 0) {
-    *result = error_;
-    return 0;
-  }
+  if (error_ < 0) return error_;
   const uint64_t ticket = ++flush_asked_;
   // A write-out under way took only writes held before this flush; the
   // thread starts the one for this ticket when it ends.
   if (!writing_) StartWriteOutLocked(ticket);
-  return ticket;
-}
-
-bool VolatileCache::FlushDecided(uint64_t ticket, int* result) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return DecidedLocked(ticket, result);
-}
-
-bool VolatileCache::DecidedLocked(uint64_t ticket, int* result) const {
-  if (error_ < 0) {
-    *result = error_;
-    return true;
-  }
-  if (flush_done_ >= ticket) {
-    *result = 0;
-    return true;
-  }
-  if (cut()) {
-    *result = -EIO;  // the power went first
-    return true;
-  }
-  return false;
-}
-
-void VolatileCache::AddWaker(int fd) {
-  std::lock_guard<std::mutex> lock(mu_);
-  wakers_.push_back(fd);
-}
-
-void VolatileCache::RemoveWaker(int fd) {
-  std::lock_guard<std::mutex> lock(mu_);
-  wakers_.erase(std::remove(wakers_.begin(), wakers_.end(), fd), wakers_.end());
-}
-
-void VolatileCache::WakeLocked() {
-  const uint64_t one = 1;
-  for (int fd : wakers_) {
-    // A full counter (never, in practice) already wakes its reader.
-    [[maybe_unused]] ssize_t n = write(fd, &one, sizeof(one));
-  }
+  done_cv_.wait(lock,
+                [&] { return flush_done_ >= ticket || cut() || error_ < 0; });
+  if (error_ < 0) return error_;
+  if (flush_done_ < ticket) return -EIO;  // the power went first
+  return 0;
 }
 
 int VolatileCache::WriteOutBeforeDiscard() {
@@ -278,7 +227,6 @@ absl::StatusOr<PowerCutResult> VolatileCache::PowerCut(PowerKeep keep,
   }
   cut_.store(true, std::memory_order_release);
   done_cv_.notify_all();  // flushes waiting fail with -EIO
-  WakeLocked();
   // The write-out under way was the disk's to destage: it finishes.
   WaitWriteOutLocked(lock);
   PowerCutResult result;
@@ -385,7 +333,6 @@ void VolatileCache::WriteOutLoop() {
       StartWriteOutLocked(flush_asked_);
     }
     done_cv_.notify_all();
-    WakeLocked();
   }
 }
 

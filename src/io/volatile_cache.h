@@ -44,9 +44,9 @@
 //
 // One cache per disk, shared by every engine of the disk (each backend
 // thread's): one mutex guards the held sets; reads take it only while
-// something is held or being written out. An engine asks for a flush
-// (AskFlush) and completes it once the cache wakes it (AddWaker) and
-// FlushDecided says so; Flush() waits on the calling thread instead.
+// something is held or being written out. A FLUSH waits on the thread of
+// the request for its write-out (the other requests of that thread wait
+// with it; writers of other threads do not).
 #pragma once
 
 #include <sys/uio.h>
@@ -143,18 +143,6 @@ class VolatileCache {
   // Returns once every write that completed before the call is written out
   // and the image synced.
   int Flush();
-  // The same without waiting: returns a ticket (> 0) that FlushDecided()
-  // follows, or 0 with `*result` set when the flush is decided at once.
-  uint64_t AskFlush(int* result);
-  // Whether the flush of `ticket` is decided, and then its result in
-  // `*result`: 0 once its write-out and sync are done, else a negative
-  // errno (-EIO after a power cut).
-  bool FlushDecided(uint64_t ticket, int* result);
-  // Eventfds written to (a count of 1) after every write-out and at a
-  // power cut: an engine that waits on its own watches one to learn that
-  // its flushes are decided. `fd` must stay open until RemoveWaker(fd).
-  void AddWaker(int fd);
-  void RemoveWaker(int fd);
   // Before a discard or write-zeroes: returns once what is held is written
   // out (no sync).
   int WriteOutBeforeDiscard();
@@ -210,10 +198,6 @@ class VolatileCache {
   // set and the thread writes it out; with `flush_ticket` > 0, it syncs
   // the image after and completes the flushes up to that ticket.
   void StartWriteOutLocked(uint64_t flush_ticket);
-  // REQUIRES mu_: the flush of `ticket` is decided (see FlushDecided).
-  bool DecidedLocked(uint64_t ticket, int* result) const;
-  // REQUIRES mu_: writes to every waker.
-  void WakeLocked();
   // REQUIRES mu_ held by `lock`: waits until no write-out is under way.
   void WaitWriteOutLocked(std::unique_lock<std::mutex>& lock);
   static void Insert(Set& set, uint64_t offset, uint64_t length,
@@ -243,7 +227,6 @@ class VolatileCache {
   uint64_t flush_asked_ = 0;  // the last flush ticket; guarded by mu_
   uint64_t flush_done_ = 0;   // flushes up to it are done; by mu_
   int error_ = 0;             // a failed write-out's; guarded by mu_
-  std::vector<int> wakers_;   // eventfds (AddWaker); guarded by mu_
   std::atomic<uint64_t> held_bytes_{0};     // held_.bytes, written under mu_
   std::atomic<uint64_t> overlay_bytes_{0};  // held_ + out_, under mu_
   std::atomic<bool> cut_{false};

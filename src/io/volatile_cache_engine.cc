@@ -1,12 +1,6 @@
 #include "io/volatile_cache_engine.h"
 
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <cerrno>
-#include <cstddef>
-#include <cstdint>
-#include <limits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -17,48 +11,14 @@
 namespace pvdisk::io {
 namespace {
 
-// The tag of the cache's wake-ups among the inner engine's completions
-// (the callers' wake tags are queue numbers).
-constexpr uint64_t kCacheWakeTag = std::numeric_limits<uint64_t>::max();
-
-// The eventfd the cache writes to when this engine's flushes may be
-// decided. A base constructed before EngineDecorator and destroyed after
-// it, so that the fd outlives the inner engine that watches it.
-struct CacheWaker {
-  explicit CacheWaker(std::shared_ptr<VolatileCache> cache)
-      : waker_cache(std::move(cache)),
-        waker_fd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-  ~CacheWaker() {
-    if (waker_subscribed) waker_cache->RemoveWaker(waker_fd);
-    if (waker_fd >= 0) close(waker_fd);
-  }
-  CacheWaker(const CacheWaker&) = delete;
-  CacheWaker& operator=(const CacheWaker&) = delete;
-
-  const std::shared_ptr<VolatileCache> waker_cache;
-  const int waker_fd;
-  bool waker_subscribed = false;
-};
-
-class VolatileCacheEngine final : private CacheWaker, public EngineDecorator {
+class VolatileCacheEngine final : public EngineDecorator {
  public:
   VolatileCacheEngine(std::unique_ptr<IoEngine> inner,
                       std::shared_ptr<VolatileCache> cache)
-      : CacheWaker(cache),
-        EngineDecorator(std::move(inner),
+      : EngineDecorator(std::move(inner),
                         absl::StrCat("volatile write cache of ",
                                      cache->limit_bytes() >> 20, " MiB")),
-        cache_(std::move(cache)) {
-    // A FLUSH waits for its write-out without holding up this engine's
-    // thread where the inner engine can watch the cache's eventfd; on a
-    // borrowed ring (the inline placement) it cannot, and a FLUSH waits
-    // on the thread of the request.
-    if (waker_fd >= 0 &&
-        EngineDecorator::WatchWakeFd(waker_fd, kCacheWakeTag).ok()) {
-      cache_->AddWaker(waker_fd);
-      waker_subscribed = true;
-    }
-  }
+        cache_(std::move(cache)) {}
 
   int Queue(const IoRequest& request) override {
     if (cache_->cut()) return Complete(request.tag, -EIO);
@@ -69,14 +29,8 @@ class VolatileCacheEngine final : private CacheWaker, public EngineDecorator {
         return Complete(request.tag,
                         rc < 0 ? rc : static_cast<int64_t>(request.length));
       }
-      case IoOp::kFlush: {
-        if (!waker_subscribed) return Complete(request.tag, cache_->Flush());
-        int result = 0;
-        const uint64_t ticket = cache_->AskFlush(&result);
-        if (ticket == 0) return Complete(request.tag, result);
-        flushes_.push_back(Flush{request.tag, ticket});
-        return 0;
-      }
+      case IoOp::kFlush:
+        return Complete(request.tag, cache_->Flush());
       case IoOp::kDiscard:
       case IoOp::kWriteZeroes:
         if (int rc = cache_->WriteOutBeforeDiscard(); rc < 0) {
@@ -107,8 +61,7 @@ class VolatileCacheEngine final : private CacheWaker, public EngineDecorator {
   }
 
   uint32_t inflight() const override {
-    return inner().inflight() +
-           static_cast<uint32_t>(ready_.size() + flushes_.size());
+    return inner().inflight() + static_cast<uint32_t>(ready_.size());
   }
 
  private:
@@ -120,12 +73,6 @@ class VolatileCacheEngine final : private CacheWaker, public EngineDecorator {
     VolatileCache::Overlay overlay;
   };
 
-  // A FLUSH waiting for its write-out.
-  struct Flush {
-    uint64_t tag;
-    uint64_t ticket;
-  };
-
   int Complete(uint64_t tag, int64_t result) {
     ready_.push_back(IoCompletion{tag, result, false});
     return 0;
@@ -134,26 +81,6 @@ class VolatileCacheEngine final : private CacheWaker, public EngineDecorator {
   // Lays the held data over the reads among out[first..] and appends the
   // completions the cache gave; `appended` is what inner's Run returned.
   int Finish(int appended, size_t first, std::vector<IoCompletion>& out) {
-    if (waker_subscribed && appended > 0) {
-      // The cache's wake-ups are this engine's: a step of progress each.
-      for (size_t i = first; i < out.size();) {
-        if (out[i].wake && out[i].tag == kCacheWakeTag) {
-          out.erase(out.begin() + static_cast<std::ptrdiff_t>(i));
-        } else {
-          ++i;
-        }
-      }
-    }
-    for (size_t i = 0; i < flushes_.size();) {
-      int result = 0;
-      if (!cache_->FlushDecided(flushes_[i].ticket, &result)) {
-        ++i;
-        continue;
-      }
-      ready_.push_back(IoCompletion{flushes_[i].tag, result, false});
-      flushes_[i] = flushes_.back();
-      flushes_.pop_back();
-    }
     if (!reads_.empty()) {
       for (size_t i = first; i < out.size(); ++i) {
         if (out[i].wake) continue;
@@ -177,7 +104,6 @@ class VolatileCacheEngine final : private CacheWaker, public EngineDecorator {
   const std::shared_ptr<VolatileCache> cache_;
   std::vector<IoCompletion> ready_;           // completions of the cache's own
   std::unordered_map<uint64_t, Read> reads_;  // by the caller's tag
-  std::vector<Flush> flushes_;                // waiting for the cache
   VolatileCache::Overlay overlay_;            // reused per read
 };
 

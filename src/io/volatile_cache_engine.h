@@ -1,9 +1,6 @@
 // The engine decorator of a disk with a volatile write cache
 // (io/volatile_cache.h): writes are held in the disk's cache and complete
-// at once, flushes have the cache written out (a FLUSH completes when the
-// cache's write-out thread is done with it, without holding up the
-// engine's thread where the inner engine can watch an eventfd; on a
-// borrowed ring it waits on that thread), reads are overlaid with what is
+// at once, flushes write the cache out, reads are overlaid with what is
 // held, and after a power cut every request fails with -EIO. It sits right
 // over the file engine, under every other decorator (faults, delay), where
 // a disk's own cache is.

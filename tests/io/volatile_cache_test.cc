@@ -7,9 +7,7 @@
 #include "io/volatile_cache.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <stdlib.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -130,33 +128,6 @@ TEST_F(VolatileCacheTest, AFlushCoversTheWriteOutUnderWayAndWhatCameAfter) {
               std::string(4096, static_cast<char>('a' + i)))
         << i;
   }
-}
-
-TEST_F(VolatileCacheTest, AnAskedFlushWakesItsWakerWhenDecided) {
-  VolatileCache cache(fd_, path_, kSize, false);
-  const int waker = eventfd(0, EFD_CLOEXEC);
-  ASSERT_GE(waker, 0);
-  cache.AddWaker(waker);
-  ASSERT_EQ(Write(cache, 0, 4096, 'a'), 0);
-  int result = 1;
-  const uint64_t ticket = cache.AskFlush(&result);
-  ASSERT_GT(ticket, 0u);
-  // Decided once the waker says so (a write-out may wake it before this
-  // flush's: look again after each wake-up).
-  while (!cache.FlushDecided(ticket, &result)) {
-    pollfd wait{waker, POLLIN, 0};
-    ASSERT_EQ(poll(&wait, 1, 10000), 1) << "no wake-up";
-    uint64_t count = 0;
-    ASSERT_EQ(read(waker, &count, sizeof(count)),
-              static_cast<ssize_t>(sizeof(count)));
-  }
-  EXPECT_EQ(result, 0);
-  EXPECT_EQ(FileBytes(0, 4096), std::string(4096, 'a'));
-  cache.RemoveWaker(waker);
-  close(waker);
-  ASSERT_TRUE(cache.PowerCut(PowerKeep::kNone, 0).ok());
-  EXPECT_EQ(cache.AskFlush(&result), 0u);
-  EXPECT_EQ(result, -EIO);
 }
 
 TEST_F(VolatileCacheTest, FlushesOfManyThreadsEachFindTheirWritesInTheFile) {
