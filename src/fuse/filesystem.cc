@@ -107,7 +107,8 @@ int Filesystem::PowerCut(const stats::StatsRequest& request) {
 
 int Filesystem::Mark(const stats::StatsRequest& request) {
   bool found = false;
-  for (auto& disk : disks_) {
+  for (const DiskRef& ref : disks_.EnterAll()) {
+    Disk* disk = &ref.disk();
     if (request.disk.empty() ? !disk->has_write_log()
                              : disk->name() != request.disk) {
       continue;
