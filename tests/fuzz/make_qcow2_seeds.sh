@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Writes the seed corpus of the qcow2_metadata fuzz target,
 # tests/fuzz/corpus/qcow2_metadata/image-*: small qcow2 images (512-byte
-# clusters, under 8 KiB) made and filled by qemu-img and qemu-io, one per
+# clusters, under 9 KiB) made and filled by qemu-img and qemu-io, one per
 # variant the core reads: v2, v3, refcount widths 1/16/64, lazy refcounts,
 # zero clusters, a backing file name and format, preallocated metadata,
-# compressed clusters (zlib and zstd).  Usage: tests/fuzz/make_qcow2_seeds.sh
+# compressed clusters (zlib and zstd), two internal snapshots.
+# Usage: tests/fuzz/make_qcow2_seeds.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=$here/corpus/qcow2_metadata
@@ -35,4 +36,10 @@ qemu-img convert -c -O qcow2 -o cluster_size=512 "$work/raw" \
   "$out/image-compressed"
 qemu-img convert -c -O qcow2 -o cluster_size=512,compression_type=zstd \
   "$work/raw" "$out/image-compressed-zstd"
+qemu-img create -q -f qcow2 -o cluster_size=512 "$work/snapshots" 64k
+fill "$work/snapshots"
+qemu-img snapshot -c first "$work/snapshots"
+qemu-io -c "write -P 0x77 0 2k" "$work/snapshots" >/dev/null
+qemu-img snapshot -c second "$work/snapshots"
+cp "$work/snapshots" "$out/image-snapshots"
 ls -l "$out"
