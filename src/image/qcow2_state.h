@@ -103,8 +103,10 @@ class Qcow2State {
 
   // Writes `data` at `voff` (inside one cluster of the top layer) when the
   // cluster must be allocated first: allocates it, copies what `data` does
-  // not cover from the backing layers (or zeros) unless the new cluster
-  // reads as those bytes already, and names it in the L2 table. Returns
+  // not cover from the backing layers, the cluster a snapshot shares, or
+  // zeros, unless the new cluster reads as those bytes already, and names
+  // it in the L2 table (an L2 table a snapshot shares copied first, and
+  // its reference and the old cluster's dropped in later stages). Returns
   // the host offset to write `data` at instead when the cluster turns out
   // writable in place (another request allocated it meanwhile) or is a new
   // cluster that needs only `data`; nullopt when the write is done. Takes
