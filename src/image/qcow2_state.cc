@@ -230,7 +230,8 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocatingLocked(
                                       ? top().AllocateCluster(plan)
                                       : absl::StatusOr<uint64_t>(ensured);
   if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
-  if (absl::Status s = ReleaseCluster(shared_table, counts); !s.ok()) return s;
+  if (absl::Status s = ReleaseSharedTable(shared_table, counts); !s.ok())
+    return s;
   if (!host.ok()) return host.status();
   ++counts.clusters_allocated;
 
@@ -310,9 +311,17 @@ absl::Status Qcow2State::ReleaseNamed(const Mapping& m, Qcow2Counts& counts) {
 
 absl::Status Qcow2State::ReleaseCluster(uint64_t host_cluster,
                                         Qcow2Counts& counts) {
-  if (host_cluster == 0) return absl::OkStatus();
   qcow2::WritePlan plan;
   absl::Status released = top().Release(host_cluster, plan);
+  if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
+  return released;
+}
+
+absl::Status Qcow2State::ReleaseSharedTable(uint64_t table,
+                                            Qcow2Counts& counts) {
+  if (table == 0) return absl::OkStatus();
+  qcow2::WritePlan plan;
+  absl::Status released = top().ReleaseSharedL2Table(table, plan);
   if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
   return released;
 }
@@ -345,7 +354,7 @@ absl::Status Qcow2State::Deallocate(io::IoOp op, uint64_t voff, uint64_t length,
     if (set.ok()) set = top().SetL2Entry(voff, entry, plan);
     if (published_[0]) published_[0]->Withdraw(voff);
     if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
-    if (absl::Status s = ReleaseCluster(shared_table, counts); !s.ok()) {
+    if (absl::Status s = ReleaseSharedTable(shared_table, counts); !s.ok()) {
       return s;
     }
     if (!set.ok()) return set;

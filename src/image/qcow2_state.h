@@ -150,9 +150,11 @@ class Qcow2State {
   // entry changed; in stages after the entry's. REQUIRES: mutex() held
   // exclusively, journal_.Begin() called for the change.
   absl::Status ReleaseNamed(const qcow2::Mapping& m, Qcow2Counts& counts);
-  // Drops one reference to the cluster at `host_cluster` (0: none), in a
-  // stage after the entries journalled before; the same REQUIRES.
+  // Drops one reference to the cluster at `host_cluster`, in a stage after
+  // the entries journalled before; the same REQUIRES.
   absl::Status ReleaseCluster(uint64_t host_cluster, Qcow2Counts& counts);
+  // The same for the L2 table a copy replaced (table_copy.h; 0: none).
+  absl::Status ReleaseSharedTable(uint64_t table, Qcow2Counts& counts);
   // Commit with mutex() held exclusively.
   absl::Status CommitLocked(Qcow2Counts& counts);
   // Raises layer 0's file end (md.file_size and FileEnd) to `end`.

@@ -32,6 +32,7 @@
 #include "image/qcow2/metadata.h"
 #include "image/qcow2/refcount_rebuild.h"
 #include "image/qcow2/snapshot_table.h"
+#include "image/qcow2/table_copy.h"
 #include "image/qcow2/update.h"
 
 namespace {
@@ -297,8 +298,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(md.L2TableOffset(index) != shared,
                  "a shared L2 table still named after its copy");
       plan.clear();
-      auto released =
-          Drive(md, file, [&] { return allocator.Release(shared, plan); });
+      auto released = Drive(md, file, [&] {
+        return ReleaseSharedL2Table(md, allocator, shared, plan);
+      });
       if (!Apply(file, md, plan) || !released.ok()) return 0;
     }
     plan.clear();

@@ -16,6 +16,7 @@
 #include "image/qcow2/features.h"
 #include "image/qcow2/file_io.h"
 #include "image/qcow2/refcount_rebuild.h"
+#include "image/qcow2/table_copy.h"
 #include "image/qcow2/update.h"
 
 namespace pvdisk::image::qcow2 {
@@ -226,6 +227,15 @@ absl::Status Qcow2File::Release(uint64_t host_offset, WritePlan& plan) {
   return LoadingUntil<Done>(
              md_->refblock_cache, "refcount block cache",
              [&] { return allocator_.Release(host_offset, plan); })
+      .status();
+}
+
+absl::Status Qcow2File::ReleaseSharedL2Table(uint64_t table, WritePlan& plan) {
+  return LoadingUntil<Done>(md_->refblock_cache, "refcount block cache",
+                            [&] {
+                              return qcow2::ReleaseSharedL2Table(
+                                  *md_, allocator_, table, plan);
+                            })
       .status();
 }
 

@@ -67,6 +67,7 @@ class Qcow2File {
                              uint64_t* shared_table = nullptr);
   absl::Status SetL2Entry(uint64_t voff, uint64_t raw, WritePlan& plan);
   absl::Status Release(uint64_t host_offset, WritePlan& plan);
+  absl::Status ReleaseSharedL2Table(uint64_t table, WritePlan& plan);
   absl::StatusOr<uint64_t> Refcount(uint64_t host_offset);
   // Carries out `plan` in order, with an fdatasync for each barrier.
   absl::Status Apply(const WritePlan& plan);

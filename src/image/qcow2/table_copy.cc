@@ -44,4 +44,20 @@ absl::StatusOr<std::variant<Done, NeedTable>> CopySharedL2Table(
   return Done{};
 }
 
+absl::StatusOr<std::variant<Done, NeedTable>> ReleaseSharedL2Table(
+    Qcow2Metadata& md, ClusterAllocator& allocator, uint64_t table,
+    WritePlan& plan) {
+  absl::StatusOr<std::variant<uint64_t, NeedTable>> count =
+      allocator.Refcount(table);
+  if (!count.ok()) return count.status();
+  if (auto* need = std::get_if<NeedTable>(&*count)) return *need;
+  absl::StatusOr<std::variant<Done, NeedTable>> released =
+      allocator.Release(table, plan);
+  if (!released.ok() || !std::holds_alternative<Done>(*released)) {
+    return released;
+  }
+  if (std::get<uint64_t>(*count) == 1) md.layout.Remove(table);
+  return Done{};
+}
+
 }  // namespace pvdisk::image::qcow2

@@ -38,4 +38,12 @@ absl::StatusOr<std::variant<Done, NeedTable>> CopySharedL2Table(
     Qcow2Metadata& md, ClusterAllocator& allocator, uint64_t index,
     WritePlan& plan, uint64_t& shared);
 
+// Drops the disk's reference to the shared table at `table` (after a
+// barrier, as allocator Release does). A table that was not shared after
+// all (refcount 1: an inconsistent image) is then free: it leaves the
+// layout, so that its cluster may hold data.
+absl::StatusOr<std::variant<Done, NeedTable>> ReleaseSharedL2Table(
+    Qcow2Metadata& md, ClusterAllocator& allocator, uint64_t table,
+    WritePlan& plan);
+
 }  // namespace pvdisk::image::qcow2
