@@ -151,6 +151,15 @@ absl::StatusOr<fuse::DiskSpec> ParseDiskArg(absl::string_view text) {
             "tables a qcow2 image keeps in memory"));
       }
       spec.l2_cache_bytes = *size;
+    } else if (option.rfind("snapshot=", 0) == 0 && !spec.rbd) {
+      spec.snapshot = option.substr(9);
+      if (spec.snapshot.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--disk ", text,
+            ": snapshot takes the id or name of a qcow2 internal snapshot "
+            "(pvdisk info lists them)"));
+      }
+      spec.read_only = true;  // a snapshot is served read-only
     } else if (option == "cache=volatile" || option == "cache=writethrough") {
       spec.cache_volatile = option == "cache=volatile";
     } else if (option.rfind("cache=", 0) == 0) {

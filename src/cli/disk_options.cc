@@ -24,6 +24,9 @@ const std::vector<DiskOptionInfo>& DiskOptions() {
       {"l2_cache=SIZE", "qcow2",
        "the L2 tables kept in memory (default: the whole disk's, at most "
        "32M)"},
+      {"snapshot=NAME", "qcow2",
+       "serve the internal snapshot of that id or name (pvdisk info lists "
+       "them), read-only"},
       {"cache=volatile|writethrough", "",
        "cache=volatile models a volatile write cache: writes are held until "
        "a flush, and pvdisk powercut can lose them (raw images, thread "

@@ -1,10 +1,13 @@
 // pvdisk info IMAGE [--json]: an image's format, virtual size, cluster
-// size, allocated bytes, features and backing chain.
+// size, allocated bytes, features, backing chain and internal snapshots.
+#include <time.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/size.h"
 #include "cli/args.h"
@@ -17,6 +20,50 @@ namespace pvdisk::cli {
 namespace {
 
 using image::qcow2::LayerInfo;
+using image::qcow2::Snapshot;
+
+// The snapshot list as qemu-img info shows it (the date in local time,
+// the guest clock as hours:minutes:seconds.milliseconds), with each
+// snapshot's disk size, and why a snapshot cannot be served, if it cannot.
+std::string SnapshotText(const std::vector<Snapshot>& snapshots) {
+  std::string out = "snapshots:\n";
+  absl::StrAppend(
+      &out, absl::StrFormat("  %-9s %-17s %9s %19s %12s %s\n", "ID", "TAG",
+                            "VM SIZE", "DATE", "VM CLOCK", "DISK SIZE"));
+  for (const Snapshot& s : snapshots) {
+    const time_t when = static_cast<time_t>(s.date_sec);
+    struct tm tm = {};
+    char date[32] = "";
+    localtime_r(&when, &tm);
+    strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S", &tm);
+    const uint64_t ms = s.vm_clock_nsec / 1000000;
+    const std::string clock =
+        absl::StrFormat("%02d:%02d:%02d.%03d", ms / 3600000, ms / 60000 % 60,
+                        ms / 1000 % 60, ms % 1000);
+    absl::StrAppend(
+        &out, absl::StrFormat("  %-9s %-17s %9s %19s %12s %s", s.id, s.name,
+                              FormatSize(s.vm_state_size), date, clock,
+                              FormatSize(s.disk_size)));
+    if (!s.problem.empty())
+      absl::StrAppend(&out, " (unusable: ", s.problem, ")");
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+std::string SnapshotJson(const std::vector<Snapshot>& snapshots) {
+  std::vector<std::string> items;
+  for (const Snapshot& s : snapshots) {
+    items.push_back(absl::StrCat(
+        "{\"id\": ", stats::JsonString(s.id), ", \"name\": ",
+        stats::JsonString(s.name), ", \"disk_size\": ", s.disk_size,
+        ", \"vm_state_size\": ", s.vm_state_size,
+        ", \"date_sec\": ", s.date_sec, ", \"date_nsec\": ", s.date_nsec,
+        ", \"vm_clock_nsec\": ", s.vm_clock_nsec, ", \"problem\": ",
+        s.problem.empty() ? "null" : stats::JsonString(s.problem), "}"));
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+}
 
 std::string Text(const std::vector<LayerInfo>& layers) {
   std::string out;
@@ -43,6 +90,8 @@ std::string Text(const std::vector<LayerInfo>& layers) {
                             : absl::StrCat(" (format ", l.backing_format, ")"),
                         "\n");
       }
+      if (!l.snapshots.empty())
+        absl::StrAppend(&out, SnapshotText(l.snapshots));
     }
   }
   return out;
@@ -67,7 +116,8 @@ std::string Json(const std::vector<LayerInfo>& layers) {
           l.backing_file.empty() ? "null" : stats::JsonString(l.backing_file),
           ", \"backing_format\": ",
           l.backing_format.empty() ? "null"
-                                   : stats::JsonString(l.backing_format));
+                                   : stats::JsonString(l.backing_format),
+          ", \"snapshots\": ", SnapshotJson(l.snapshots));
     }
     absl::StrAppend(&item, "}");
     items.push_back(item);

@@ -87,6 +87,7 @@ image::ImageSpec ImageSpecOf(const DiskSpec& spec, io::EngineKind engine) {
   image.lock = spec.lock;
   image.engine = engine;
   image.l2_cache_bytes = spec.l2_cache_bytes;
+  image.snapshot = spec.snapshot;
   image.format = spec.format;
   return image;
 }

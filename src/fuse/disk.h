@@ -45,6 +45,8 @@ struct DiskSpec {
   // ",l2_cache=SIZE": a qcow2 image's L2 cache per layer; 0: the default
   // (image::ImageSpec::l2_cache_bytes).
   uint64_t l2_cache_bytes = 0;
+  // ",snapshot=NAME": serve a qcow2 image's internal snapshot (read-only).
+  std::string snapshot;
   // ",format=raw|qcow2"; kProbe when not given.
   image::ImageFormat format = image::ImageFormat::kProbe;
   // ",cache=volatile": a volatile write cache that a power cut empties

@@ -36,6 +36,9 @@ struct ImageSpec {
   // A qcow2 image's L2 cache in bytes per layer (l2_cache=SIZE); 0: enough
   // tables to map the whole disk, at most 32 MiB.
   uint64_t l2_cache_bytes = 0;
+  // A qcow2 image's internal snapshot to serve instead of its current disk
+  // (snapshot=NAME, an id or a name): read-only. Empty: the current disk.
+  std::string snapshot;
   // The format; ignored for an RBD image (served raw).
   ImageFormat format = ImageFormat::kProbe;
 };

@@ -107,6 +107,11 @@ absl::StatusOr<std::shared_ptr<Image>> OpenImage(const ImageSpec& spec) {
   PVDISK_ASSIGN_OR_RETURN(const bool qcow2,
                           ServeAsQcow2(spec.path, spec.format));
   if (qcow2) return Qcow2Image::Open(spec, nullptr);
+  if (!spec.snapshot.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.path, ": snapshot=", spec.snapshot,
+                     " applies to qcow2 images, and this one is raw"));
+  }
   std::vector<std::unique_ptr<io::ImageFile>> files;
   PVDISK_ASSIGN_OR_RETURN(files.emplace_back(),
                           io::ImageFile::Open(spec.path, spec.read_only,

@@ -43,6 +43,7 @@ absl::StatusOr<std::shared_ptr<Qcow2Image>> Qcow2Image::Open(
   }
   qcow2::ChainOptions options;
   options.writable_top = !spec.read_only;
+  options.snapshot = spec.snapshot;
   options.l2_cache_bytes =
       spec.l2_cache_bytes != 0 ? spec.l2_cache_bytes : qcow2::kL2CacheWholeDisk;
   // The chain's own opens of the files, for its metadata I/O: through the

@@ -278,11 +278,15 @@ absl::StatusOr<uint64_t> Qcow2State::AllocateClusterLocked(
     uint64_t voff, Qcow2Counts& counts) {
   const uint64_t cluster = cluster_size_;
   qcow2::WritePlan plan;
-  absl::Status ensured = top().EnsureL2Table(voff, plan);
+  uint64_t shared_table = 0;
+  absl::Status ensured = top().EnsureL2Table(voff, plan, &shared_table);
   absl::StatusOr<uint64_t> host = ensured.ok()
                                       ? top().AllocateCluster(plan)
                                       : absl::StatusOr<uint64_t>(ensured);
   if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
+  if (absl::Status s = ReleaseSharedTable(shared_table, counts); !s.ok()) {
+    return s;
+  }
   if (!host.ok()) return host.status();
   ++counts.clusters_allocated;
 
@@ -313,12 +317,26 @@ absl::Status Qcow2State::ReleaseNamed(const Mapping& m, Qcow2Counts& counts) {
     clusters.push_back(m.host_cluster);
   }
   for (uint64_t c : clusters) {
-    qcow2::WritePlan plan;
-    absl::Status released = top().Release(c, plan);
-    if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
-    if (!released.ok()) return released;
+    if (absl::Status s = ReleaseCluster(c, counts); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+absl::Status Qcow2State::ReleaseCluster(uint64_t host_cluster,
+                                        Qcow2Counts& counts) {
+  qcow2::WritePlan plan;
+  absl::Status released = top().Release(host_cluster, plan);
+  if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
+  return released;
+}
+
+absl::Status Qcow2State::ReleaseSharedTable(uint64_t table,
+                                            Qcow2Counts& counts) {
+  if (table == 0) return absl::OkStatus();
+  qcow2::WritePlan plan;
+  absl::Status released = top().ReleaseSharedL2Table(table, plan);
+  if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
+  return released;
 }
 
 absl::Status Qcow2State::Deallocate(io::IoOp op, uint64_t voff, uint64_t length,
@@ -347,10 +365,14 @@ absl::Status Qcow2State::Deallocate(io::IoOp op, uint64_t voff, uint64_t length,
     }
     journal_.Begin();
     qcow2::WritePlan plan;
-    absl::Status set = top().EnsureL2Table(voff, plan);
+    uint64_t shared_table = 0;
+    absl::Status set = top().EnsureL2Table(voff, plan, &shared_table);
     if (set.ok()) set = top().SetL2Entry(voff, entry, plan);
     if (published_[0]) published_[0]->Withdraw(voff);
     if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
+    if (absl::Status s = ReleaseSharedTable(shared_table, counts); !s.ok()) {
+      return s;
+    }
     if (!set.ok()) return set;
     return ReleaseNamed(*m, counts);
   }

@@ -105,8 +105,10 @@ class Qcow2State {
 
   // Writes `data` at `voff` (inside one cluster of the top layer) when the
   // cluster must be allocated first: allocates it, copies what `data` does
-  // not cover from the backing layers (or zeros) unless the new cluster
-  // reads as those bytes already, and names it in the L2 table. Returns
+  // not cover from the backing layers, the cluster a snapshot shares, or
+  // zeros, unless the new cluster reads as those bytes already, and names
+  // it in the L2 table (an L2 table a snapshot shares copied first, and
+  // its reference and the old cluster's dropped in later stages). Returns
   // the host offset to write `data` at instead when the cluster turns out
   // writable in place (another request allocated it meanwhile) or is a new
   // cluster that needs only `data`; nullopt when the write is done. Takes
@@ -150,6 +152,11 @@ class Qcow2State {
   // entry changed; in stages after the entry's. REQUIRES: mutex() held
   // exclusively, journal_.Begin() called for the change.
   absl::Status ReleaseNamed(const qcow2::Mapping& m, Qcow2Counts& counts);
+  // Drops one reference to the cluster at `host_cluster`, in a stage after
+  // the entries journalled before; the same REQUIRES.
+  absl::Status ReleaseCluster(uint64_t host_cluster, Qcow2Counts& counts);
+  // The same for the L2 table a copy replaced (table_copy.h; 0: none).
+  absl::Status ReleaseSharedTable(uint64_t table, Qcow2Counts& counts);
   // Commit with mutex() held exclusively.
   absl::Status CommitLocked(Qcow2Counts& counts);
   // Allocates a cluster for the top layer's cluster of `voff` (its L2

@@ -223,10 +223,14 @@ absl::Status Qcow2State::DeallocateSubclustersLocked(io::IoOp op, uint64_t voff,
     if (raw != entry->raw || bitmap != entry->bitmap) {
       journal_.Begin();
       qcow2::WritePlan plan;
-      absl::Status set = top().EnsureL2Table(voff, plan);
+      uint64_t shared_table = 0;
+      absl::Status set = top().EnsureL2Table(voff, plan, &shared_table);
       if (set.ok()) set = top().SetL2Entry(voff, raw, plan, bitmap);
       if (published_[0]) published_[0]->Withdraw(voff);
       if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
+      if (absl::Status s = ReleaseSharedTable(shared_table, counts); !s.ok()) {
+        return s;
+      }
       if (!set.ok()) return set;
       if (drop) {
         if (absl::Status s = ReleaseNamed(*m, counts); !s.ok()) return s;

@@ -85,8 +85,9 @@ class CompareTest(benchtest.OneRun):
 
 class CompareQcow2Test(benchtest.OneRun):
     """The qcow2 targets: qsd-qcow2 serves the filled image converted to
-    qcow2 beside native, and the allocating job runs for it on an empty
-    qcow2 image. (pvdisk-qcow2 is the same mount with format=qcow2.)"""
+    qcow2 beside native, the allocating job runs for it on an empty qcow2
+    image, and the compressed job on a compressed one. (pvdisk-qcow2 is the
+    same mount with format=qcow2.)"""
 
     @classmethod
     def start(cls, scratch):
@@ -103,15 +104,21 @@ class CompareQcow2Test(benchtest.OneRun):
             data = json.load(f)
         self.assertEqual([(r["job"], r["target"]) for r in data["rows"]],
                          [("rr4k_qd32", "native"), ("rr4k_qd32", "qsd-qcow2"),
-                          ("alloc4k_qd32", "qsd-qcow2")])
+                          ("alloc4k_qd32", "qsd-qcow2"),
+                          ("compressed1m_qd4", "qsd-qcow2")])
         for row in data["rows"]:
             self.assertGreater(row["iops"], 0, row)
-        self.assertEqual(list(data["jobs"]), ["rr4k_qd32", "alloc4k_qd32"])
+        self.assertEqual(list(data["jobs"]),
+                         ["rr4k_qd32", "alloc4k_qd32", "compressed1m_qd4"])
+        self.assertEqual(data["jobs"]["compressed1m_qd4"]["options"],
+                         "rw=read bs=1m iodepth=4")
         self.assertEqual(data["jobs"]["alloc4k_qd32"]["options"],
                          fio.MATRIX["rw4k_qd32"])
         self.assertIn("driver=qcow2 over its file with aio=io_uring, "
                       "cache.direct=on", self.result.stdout)
         self.assertRegex(self.result.stderr, r"alloc4k_qd32 round 1 qsd-qcow2")
+        self.assertRegex(self.result.stderr,
+                         r"compressed1m_qd4 round 1 qsd-qcow2")
 
 
 class CompareBaseBuildTest(benchtest.OneRun):

@@ -73,6 +73,23 @@ TEST(ParseDiskArgTest, FormatIsProbedUnlessGiven) {
   EXPECT_TRUE(Contains(message, "format= applies to image files")) << message;
 }
 
+TEST(ParseDiskArgTest, SnapshotIsServedReadOnly) {
+  absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg("a.qcow2,snapshot=s1");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->snapshot, "s1");
+  EXPECT_TRUE(spec->read_only);
+  const image::ImageSpec image =
+      fuse::ImageSpecOf(*spec, io::EngineKind::kUring);
+  EXPECT_EQ(image.snapshot, "s1");
+  EXPECT_TRUE(image.read_only);
+  spec = ParseDiskArg("a.qcow2");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->snapshot, "");
+  EXPECT_FALSE(spec->read_only);
+  const std::string message = ErrorOf("a.qcow2,snapshot=");
+  EXPECT_TRUE(Contains(message, "snapshot takes the id or name")) << message;
+}
+
 TEST(ParseDiskArgTest, Size) {
   absl::StatusOr<fuse::DiskSpec> spec = ParseDiskArg("a.img,size=1G");
   ASSERT_TRUE(spec.ok()) << spec.status();

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Writes the seed corpus of the qcow2_metadata fuzz target,
 # tests/fuzz/corpus/qcow2_metadata/image-*: small qcow2 images (512-byte
-# clusters, under 8 KiB) made and filled by qemu-img and qemu-io, one per
+# clusters, under 9 KiB) made and filled by qemu-img and qemu-io, one per
 # variant the core reads: v2, v3, refcount widths 1/16/64, lazy refcounts,
 # zero clusters, a backing file name and format, preallocated metadata,
-# compressed clusters (zlib and zstd); and images with extended L2 entries
+# compressed clusters (zlib and zstd); two internal snapshots; and images with extended L2 entries
 # (16 KiB clusters, the smallest they allow, under 112 KiB): subclusters
 # allocated, zero and unallocated, over a backing file, and with invalid
 # bitmaps (a subcluster both allocated and zero, allocated subclusters
@@ -66,4 +66,10 @@ cp "$work/bad" "$out/image-xl2-no-host"
 cp "$work/xl2" "$work/bad"
 poke "$work/bad" "$l2" 4000000000014000
 cp "$work/bad" "$out/image-xl2-compressed-bitmap"
+qemu-img create -q -f qcow2 -o cluster_size=512 "$work/snapshots" 64k
+fill "$work/snapshots"
+qemu-img snapshot -c first "$work/snapshots"
+qemu-io -c "write -P 0x77 0 2k" "$work/snapshots" >/dev/null
+qemu-img snapshot -c second "$work/snapshots"
+cp "$work/snapshots" "$out/image-snapshots"
 ls -l "$out"

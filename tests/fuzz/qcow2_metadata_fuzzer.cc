@@ -3,16 +3,20 @@
 // refcount tables built, the refcounts counted anew as for a dirty image
 // (the plan checked: it writes inside the file or appends whole clusters,
 // and clears the dirty bit last), every cluster of the disk mapped (tables
-// loaded from the input as the mapper asks for them), and then clusters
-// allocated and named by L2 entries, with the write plans carried out on the
+// loaded from the input as the mapper asks for them), the snapshot table
+// parsed and each usable snapshot's disk mapped through its own L1 table,
+// and then clusters allocated and named by L2 entries (an L2 table shared
+// with a snapshot copied first), with the write plans carried out on the
 // in-memory file. Properties: no crash or undefined behaviour; a refusal
 // is InvalidArgument (header, layout) or DataLoss (a range); a data
 // mapping lies inside the file, aligned, clear of metadata; a compressed
 // cluster's data starts inside the file and inflates into exactly one
 // cluster or is refused with DataLoss; with extended L2 entries a mapping
 // ends at a subcluster boundary (or the disk's end) and an invalid bitmap
-// is refused with DataLoss; an allocated cluster maps back where it was
-// put and has refcount 1.
+// is refused with DataLoss; a snapshot table is refused only with
+// InvalidArgument, and a snapshot it calls usable has its L1 table inside
+// the file; a copied L2 table is named with the copied flag; an allocated
+// cluster maps back where it was put and has refcount 1.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -30,6 +34,8 @@
 #include "image/qcow2/metadata.h"
 #include "image/qcow2/refcount_rebuild.h"
 #include "image/qcow2/subclusters.h"
+#include "image/qcow2/snapshot_table.h"
+#include "image/qcow2/table_copy.h"
 #include "image/qcow2/update.h"
 
 namespace {
@@ -192,6 +198,55 @@ void Rebuild(const Qcow2Metadata& md, const File& file) {
              "a rebuild that counts not even the header");
 }
 
+// Parses the snapshot table and maps a few clusters of each usable
+// snapshot's disk (the first 4) through its own L1 table.
+void Snapshots(const Qcow2Header& header, const Qcow2Metadata& md,
+               const File& file, const std::vector<uint8_t>& refcounts) {
+  if (header.nb_snapshots == 0) return;
+  const uint64_t file_size = file.bytes.size();
+  FUZZ_CHECK(header.snapshots_offset < file_size,
+             "a layout with a snapshot table past the file accepted");
+  const std::vector<uint8_t> bytes = file.Read(
+      header.snapshots_offset,
+      std::min(file_size - header.snapshots_offset, kMaxSnapshotTableBytes));
+  absl::StatusOr<std::vector<Snapshot>> snapshots =
+      ParseSnapshotTable(header, bytes, file_size, md.layout, "fuzz");
+  if (!snapshots.ok()) {
+    FUZZ_CHECK(absl::IsInvalidArgument(snapshots.status()),
+               "a snapshot table refused with a code other than "
+               "InvalidArgument");
+    return;
+  }
+  FUZZ_CHECK(snapshots->size() == header.nb_snapshots,
+             "a snapshot table with another count than nb_snapshots");
+  for (size_t i = 0; i < snapshots->size() && i < 4; ++i) {
+    const Snapshot& s = (*snapshots)[i];
+    if (!s.problem.empty()) continue;
+    const Qcow2Header mapped = SnapshotHeader(header, s);
+    // (An empty L1 table, of a disk of 0 bytes, is never read.)
+    FUZZ_CHECK(
+        mapped.l1_size == 0 ||
+            mapped.l1_table_offset + uint64_t{mapped.l1_size} * 8 <= file_size,
+        "a usable snapshot's L1 table runs past the file");
+    absl::StatusOr<std::unique_ptr<Qcow2Metadata>> built = BuildQcow2Metadata(
+        mapped, file_size,
+        file.Read(mapped.l1_table_offset, uint64_t{mapped.l1_size} * 8),
+        refcounts, "fuzz", 2, 2);
+    if (!built.ok()) {
+      FUZZ_CHECK(absl::IsInvalidArgument(built.status()),
+                 "a snapshot's layout refused with a code other than "
+                 "InvalidArgument");
+      continue;
+    }
+    const uint64_t cluster = mapped.cluster_size();
+    const uint64_t clusters = (mapped.size + cluster - 1) / cluster;
+    const uint64_t stride = std::max<uint64_t>(1, clusters / 16);
+    for (uint64_t c = 0; c < clusters; c += stride) {
+      (void)Map(**built, file, c * cluster);
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -224,6 +279,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(built.ok(), "a checked layout refused by BuildQcow2Metadata");
   Qcow2Metadata& md = **built;
   Rebuild(md, file);
+  Snapshots(*header, md, file, refcounts);
 
   // Map clusters spread over the whole disk (at most 256).
   const uint64_t cluster = md.cluster_size();
@@ -242,9 +298,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (uint64_t c = 0; c < clusters && c < 64; c += 1 + c / 4) {
     const uint64_t voff = c * cluster;
     WritePlan plan;
-    auto l2 = Drive(md, file,
-                    [&] { return EnsureL2Table(md, allocator, voff, plan); });
+    // A shared table is copied from the cache: mapping loads it.
+    if (!Map(md, file, voff).ok()) return 0;
+    uint64_t shared = 0;
+    auto l2 = Drive(md, file, [&] {
+      return EnsureL2Table(md, allocator, voff, plan, &shared);
+    });
     if (!Apply(file, md, plan) || !l2.ok()) return 0;
+    const uint64_t index = voff / md.header.bytes_per_l2();
+    FUZZ_CHECK((md.l1[index] & kCopied) != 0,
+               "an L2 table to write that the L1 entry names as shared");
+    if (shared != 0) {
+      FUZZ_CHECK(md.L2TableOffset(index) != shared,
+                 "a shared L2 table still named after its copy");
+      plan.clear();
+      auto released = Drive(md, file, [&] {
+        return ReleaseSharedL2Table(md, allocator, shared, plan);
+      });
+      if (!Apply(file, md, plan) || !released.ok()) return 0;
+    }
     plan.clear();
     auto got = Drive(md, file, [&] { return allocator.Allocate(plan); });
     if (!Apply(file, md, plan) || !got.ok()) return 0;

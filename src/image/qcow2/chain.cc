@@ -164,9 +164,9 @@ absl::StatusOr<std::unique_ptr<ImageChain>> ImageChain::Build(
       layer.size = static_cast<uint64_t>(st.st_size);
       break;
     }
-    absl::StatusOr<std::unique_ptr<Qcow2File>> file =
-        Qcow2File::Open(fd, layer.path, top && options.writable_top,
-                        options.l2_cache_tables, options.l2_cache_bytes);
+    absl::StatusOr<std::unique_ptr<Qcow2File>> file = Qcow2File::Open(
+        fd, layer.path, top && options.writable_top, options.l2_cache_tables,
+        options.l2_cache_bytes, top ? options.snapshot : std::string());
     if (!file.ok()) return file.status();
     layer.qcow2 = std::move(*file);
     layer.size = layer.qcow2->header().size;

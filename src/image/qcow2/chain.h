@@ -47,6 +47,9 @@ struct ChainOptions {
   // When not 0, each qcow2 layer's L2 cache in bytes instead
   // (Qcow2File::Open).
   uint64_t l2_cache_bytes = 0;
+  // When not empty, the top layer serves this internal snapshot (an id or
+  // a name) instead of its current disk; writable_top must be false.
+  std::string snapshot;
 };
 
 class ImageChain {

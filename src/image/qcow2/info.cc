@@ -36,6 +36,7 @@ absl::StatusOr<std::vector<LayerInfo>> DescribeImage(const std::string& path) {
           h.incompatible_features, h.compatible_features, h.autoclear_features);
       info.backing_file = h.backing_file;
       info.backing_format = h.backing_format;
+      info.snapshots = layer.qcow2->snapshots();
     } else {
       info.allocated_bytes = info.disk_bytes;
     }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "image/qcow2/snapshot_table.h"
 
 namespace pvdisk::image::qcow2 {
 
@@ -20,10 +21,11 @@ struct LayerInfo {
   uint32_t version = 0;
   uint64_t cluster_size = 0;
   uint32_t refcount_bits = 0;
-  uint64_t allocated_bytes = 0;  // virtual bytes this layer's clusters hold
-  std::string features;          // set feature bits, by name
-  std::string backing_file;      // as stored
-  std::string backing_format;    // as stored
+  uint64_t allocated_bytes = 0;     // virtual bytes this layer's clusters hold
+  std::string features;             // set feature bits, by name
+  std::string backing_file;         // as stored
+  std::string backing_format;       // as stored
+  std::vector<Snapshot> snapshots;  // internal snapshots, as stored
 };
 
 absl::StatusOr<std::vector<LayerInfo>> DescribeImage(const std::string& path);

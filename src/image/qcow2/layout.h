@@ -29,6 +29,9 @@ class MetadataLayout {
   // Adds [offset, offset + length); false (and nothing added) if it
   // overlaps a region already there or wraps around.
   bool Add(uint64_t offset, uint64_t length, Region region);
+  // Removes the region that starts at `offset`, if any (a table no longer
+  // in use, whose cluster may become data).
+  void Remove(uint64_t offset) { regions_.erase(offset); }
   // The region that holds a byte of [offset, offset + length), if any.
   std::optional<Region> Overlap(uint64_t offset, uint64_t length) const;
   size_t regions() const { return regions_.size(); }

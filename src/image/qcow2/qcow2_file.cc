@@ -17,6 +17,7 @@
 #include "image/qcow2/file_io.h"
 #include "image/qcow2/refcount_rebuild.h"
 #include "image/qcow2/subclusters.h"
+#include "image/qcow2/table_copy.h"
 #include "image/qcow2/update.h"
 
 namespace pvdisk::image::qcow2 {
@@ -40,14 +41,18 @@ size_t L2CacheTablesFor(const Qcow2Header& header, uint64_t bytes) {
 
 absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::Open(
     int fd, const std::string& name, bool writable, size_t l2_cache_tables,
-    uint64_t l2_cache_bytes) {
+    uint64_t l2_cache_bytes, const std::string& snapshot) {
+  if (writable && !snapshot.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": snapshot ", snapshot, " is served read-only, not writable"));
+  }
   return OpenOnce(fd, name, writable, l2_cache_tables, l2_cache_bytes,
-                  /*may_rebuild=*/true);
+                  /*may_rebuild=*/true, snapshot);
 }
 
 absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::OpenOnce(
     int fd, const std::string& name, bool writable, size_t l2_cache_tables,
-    uint64_t l2_cache_bytes, bool may_rebuild) {
+    uint64_t l2_cache_bytes, bool may_rebuild, const std::string& snapshot) {
   struct stat st = {};
   if (fstat(fd, &st) != 0) {
     return ErrnoError(errno, absl::StrCat("cannot stat ", name));
@@ -91,7 +96,27 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::OpenOnce(
   absl::StatusOr<std::unique_ptr<Qcow2Metadata>> md = BuildQcow2Metadata(
       *header, file_size, l1, refcounts, name, l2_cache_tables);
   if (!md.ok()) return md.status();
+  // Checked before anything is written: a table that does not fit the file
+  // refuses the image.
+  absl::StatusOr<std::vector<Snapshot>> snapshots =
+      ReadSnapshotTable(fd, *header, file_size, (*md)->layout, name);
+  if (!snapshots.ok()) return snapshots.status();
+  if (!snapshot.empty()) {
+    absl::StatusOr<Snapshot> chosen = FindSnapshot(*snapshots, snapshot, name);
+    if (!chosen.ok()) return chosen.status();
+    const Qcow2Header mapped = SnapshotHeader(*header, *chosen);
+    std::vector<uint8_t> snapshot_l1(uint64_t{mapped.l1_size} * 8);
+    if (absl::Status s =
+            ReadFully(fd, mapped.l1_table_offset, snapshot_l1, name);
+        !s.ok()) {
+      return s;
+    }
+    md = BuildQcow2Metadata(mapped, file_size, snapshot_l1, refcounts, name,
+                            l2_cache_tables);
+    if (!md.ok()) return md.status();
+  }
   std::unique_ptr<Qcow2File> file(new Qcow2File(fd, writable, std::move(*md)));
+  file->snapshots_ = std::move(*snapshots);
   if (writable) {
     // Before the rebuild: refcounts it sets to 0 may be what a bitmap
     // (an autoclear feature) still names.
@@ -113,7 +138,7 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::OpenOnce(
     // Opened again from the file: the tables as the rebuild left them.
     file.reset();
     return OpenOnce(fd, name, writable, l2_cache_tables, l2_cache_bytes,
-                    /*may_rebuild=*/false);
+                    /*may_rebuild=*/false, snapshot);
   }
   return file;
 }
@@ -177,10 +202,17 @@ absl::StatusOr<uint64_t> Qcow2File::AllocateCluster(WritePlan& plan) {
   return got->host_offset;
 }
 
-absl::Status Qcow2File::EnsureL2Table(uint64_t voff, WritePlan& plan) {
-  return LoadingUntil<Done>(
-             md_->refblock_cache, "refcount block cache",
-             [&] { return qcow2::EnsureL2Table(*md_, allocator_, voff, plan); })
+absl::Status Qcow2File::EnsureL2Table(uint64_t voff, WritePlan& plan,
+                                      uint64_t* shared_table) {
+  if (shared_table != nullptr) {
+    // A shared table is copied from the L2 cache: mapping `voff` loads it.
+    if (absl::StatusOr<Mapping> m = Map(voff); !m.ok()) return m.status();
+  }
+  return LoadingUntil<Done>(md_->refblock_cache, "refcount block cache",
+                            [&] {
+                              return qcow2::EnsureL2Table(
+                                  *md_, allocator_, voff, plan, shared_table);
+                            })
       .status();
 }
 
@@ -196,6 +228,15 @@ absl::Status Qcow2File::Release(uint64_t host_offset, WritePlan& plan) {
   return LoadingUntil<Done>(
              md_->refblock_cache, "refcount block cache",
              [&] { return allocator_.Release(host_offset, plan); })
+      .status();
+}
+
+absl::Status Qcow2File::ReleaseSharedL2Table(uint64_t table, WritePlan& plan) {
+  return LoadingUntil<Done>(md_->refblock_cache, "refcount block cache",
+                            [&] {
+                              return qcow2::ReleaseSharedL2Table(
+                                  *md_, allocator_, table, plan);
+                            })
       .status();
 }
 

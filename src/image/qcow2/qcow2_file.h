@@ -12,12 +12,14 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "image/qcow2/allocator.h"
 #include "image/qcow2/mapping.h"
 #include "image/qcow2/metadata.h"
+#include "image/qcow2/snapshot_table.h"
 #include "image/qcow2/write_plan.h"
 
 namespace pvdisk::image::qcow2 {
@@ -40,12 +42,17 @@ class Qcow2File {
   // holds `l2_cache_tables` tables; when `l2_cache_bytes` is not 0, that
   // many bytes of tables instead (at least one), and kL2CacheWholeDisk:
   // every table the virtual disk can have, at most kMaxDefaultL2CacheBytes.
+  // The snapshot table is read and checked (snapshot_table.h); with
+  // `snapshot` (an id or name; read-only only) the file maps that
+  // snapshot's disk instead: its L1 table and its size.
   static absl::StatusOr<std::unique_ptr<Qcow2File>> Open(
       int fd, const std::string& name, bool writable,
       size_t l2_cache_tables = kDefaultL2CacheTables,
-      uint64_t l2_cache_bytes = 0);
+      uint64_t l2_cache_bytes = 0, const std::string& snapshot = "");
 
   Qcow2Metadata& metadata() { return *md_; }
+  // The image's internal snapshots (snapshot_table.h).
+  const std::vector<Snapshot>& snapshots() const { return snapshots_; }
   const Qcow2Header& header() const { return md_->header; }
   ClusterAllocator& allocator() { return allocator_; }
 
@@ -54,10 +61,14 @@ class Qcow2File {
   // Allocator and update.h steps, loading what they need; each appends to
   // `plan`, which the caller then carries out with Apply.
   absl::StatusOr<uint64_t> AllocateCluster(WritePlan& plan);
-  absl::Status EnsureL2Table(uint64_t voff, WritePlan& plan);
+  // `shared_table`: as update.h's EnsureL2Table (the shared table is
+  // loaded into the L2 cache first).
+  absl::Status EnsureL2Table(uint64_t voff, WritePlan& plan,
+                             uint64_t* shared_table = nullptr);
   absl::Status SetL2Entry(uint64_t voff, uint64_t raw, WritePlan& plan,
                           uint64_t bitmap = 0);
   absl::Status Release(uint64_t host_offset, WritePlan& plan);
+  absl::Status ReleaseSharedL2Table(uint64_t table, WritePlan& plan);
   absl::StatusOr<uint64_t> Refcount(uint64_t host_offset);
   // Carries out `plan` in order, with an fdatasync for each barrier.
   absl::Status Apply(const WritePlan& plan);
@@ -86,7 +97,7 @@ class Qcow2File {
   // (a file still dirty after its rebuild is an error, not a second one).
   static absl::StatusOr<std::unique_ptr<Qcow2File>> OpenOnce(
       int fd, const std::string& name, bool writable, size_t l2_cache_tables,
-      uint64_t l2_cache_bytes, bool may_rebuild);
+      uint64_t l2_cache_bytes, bool may_rebuild, const std::string& snapshot);
   Qcow2File(int fd, bool writable, std::unique_ptr<Qcow2Metadata> md)
       : fd_(fd), writable_(writable), md_(std::move(md)), allocator_(*md_) {}
   absl::Status Load(TableCache& cache, uint64_t offset);
@@ -105,6 +116,7 @@ class Qcow2File {
   std::unique_ptr<Qcow2Metadata> md_;
   ClusterAllocator allocator_;
   LoadOverlay load_overlay_;
+  std::vector<Snapshot> snapshots_;
 };
 
 }  // namespace pvdisk::image::qcow2

@@ -5,12 +5,13 @@
 #include "absl/strings/str_cat.h"
 #include "image/qcow2/endian.h"
 #include "image/qcow2/entries.h"
+#include "image/qcow2/table_copy.h"
 
 namespace pvdisk::image::qcow2 {
 
 absl::StatusOr<std::variant<Done, NeedTable>> EnsureL2Table(
     Qcow2Metadata& md, ClusterAllocator& allocator, uint64_t voff,
-    WritePlan& plan) {
+    WritePlan& plan, uint64_t* shared_table) {
   const uint64_t index = voff / md.header.bytes_per_l2();
   if (index >= md.l1.size()) {
     return absl::OutOfRangeError(absl::StrCat(md.name, ": virtual offset ",
@@ -23,10 +24,13 @@ absl::StatusOr<std::variant<Done, NeedTable>> EnsureL2Table(
   }
   if ((md.l1[index] & kOffsetMask) != 0) {
     if ((md.l1[index] & kCopied) == 0) {
+      if (shared_table != nullptr) {
+        return CopySharedL2Table(md, allocator, index, plan, *shared_table);
+      }
       return absl::FailedPreconditionError(absl::StrCat(
           md.name, ": the L2 table of L1 entry ", index,
-          " is shared (a snapshot refers to it); writing it is not "
-          "supported"));
+          " is shared (a snapshot refers to it) and this writer does not "
+          "copy it"));
     }
     return Done{};
   }

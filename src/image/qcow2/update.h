@@ -25,10 +25,12 @@ namespace pvdisk::image::qcow2 {
 
 // Makes sure the L1 entry that maps `voff` names an L2 table that may be
 // written in place. A table shared with a snapshot (its copied flag clear)
-// is refused (FailedPrecondition): copying it is not implemented.
+// is copied first (table_copy.h), and `shared_table` gets its offset for
+// the caller to release; without `shared_table` it is refused
+// (FailedPrecondition).
 absl::StatusOr<std::variant<Done, NeedTable>> EnsureL2Table(
     Qcow2Metadata& md, ClusterAllocator& allocator, uint64_t voff,
-    WritePlan& plan);
+    WritePlan& plan, uint64_t* shared_table = nullptr);
 
 // Sets the L2 entry that maps `voff` to `raw` (EncodeL2Data(host) for a
 // data cluster), and with extended L2 entries its subcluster bitmap to
