@@ -45,6 +45,17 @@ int EnvNumber(const char* name, int fallback) {
   return value != nullptr ? std::atoi(value) : fallback;
 }
 
+// Whether no process has `path` open: a write lease is granted only on a
+// file that no other open file description refers to, including an
+// io_uring's registered file (the image lock, dropped explicitly at detach,
+// would not show that).
+bool NobodyHasOpen(const std::string& path) {
+  Fd fd = Open(path, O_RDONLY);
+  if (fcntl(fd.get(), F_SETLEASE, F_WRLCK) != 0) return false;
+  fcntl(fd.get(), F_SETLEASE, F_UNLCK);
+  return true;
+}
+
 std::vector<std::string> MountArgs(const std::string& image,
                                    const std::string& placement) {
   return {"--disk", image, "--fuse-io", "uring", "--placement", placement};
@@ -96,10 +107,12 @@ TEST_P(AttachCycleTest, AnotherDiskComesAndGoesWhileFioVerifies) {
     CommandResult detached = RunPvdisk({"detach", mount.mountpoint(), "b.img"});
     ASSERT_EQ(detached.exit_code, 0) << detached.Describe();
     if (done == 0 && b_inline) {
-      // The inline disk's writes are in its image and its lock is free
-      // (the FUSE queue rings hold its files no more), while fio runs on A.
+      // The inline disk's writes are in its image, the image is closed
+      // (the FUSE queue rings hold its file no more) and its lock is free,
+      // while fio runs on A.
       std::string image = ReadWholeFile(b).substr(0, pattern.size());
       EXPECT_EQ(image, pattern) << FirstDifference(pattern, image);
+      EXPECT_TRUE(NobodyHasOpen(b));
       Mount other(dir.MakeDir("inline-other"), {"--disk", b});
       ASSERT_TRUE(other.ok()) << other.mount_result().Describe();
       ASSERT_EQ(other.Unmount().exit_code, 0);
@@ -247,6 +260,7 @@ TEST_F(AttachTest, OpenInlineDiskIsForcedOutThenFailsWithEio) {
   EXPECT_EQ(errno, EIO);
   std::string image = ReadWholeFile(b_).substr(0, pattern.size());
   EXPECT_EQ(image, pattern) << FirstDifference(pattern, image);
+  EXPECT_TRUE(NobodyHasOpen(b_));
   Mount other(dir_.MakeDir("other"), {"--disk", b_});
   EXPECT_TRUE(other.ok()) << other.mount_result().Describe();
   // A goes on, on the same FUSE queue threads.
