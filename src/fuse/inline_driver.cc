@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
@@ -70,14 +71,19 @@ void InlineDriver::Drop(Disk* disk) {
   drop_pending_.store(true, std::memory_order_release);
   // Wakes the thread: its armed read on the kick eventfd completes (and a
   // read armed after this completes at once). Its round then drops the
-  // queue and arms no read on that eventfd again.
-  uint64_t one = 1;
-  while (write(queue->kick_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
-  }
-  drop_done_.wait(lock, [&] {
+  // queue and arms no read on that eventfd again. The kick is repeated
+  // while no round has come: a kick read that failed for good is no longer
+  // armed, and the thread may sleep until its next FUSE request.
+  constexpr auto kRekick = std::chrono::milliseconds(100);
+  auto dropped = [&] {
     return gone_ ||
            std::find(drops_.begin(), drops_.end(), disk) == drops_.end();
-  });
+  };
+  do {
+    uint64_t one = 1;
+    while (write(queue->kick_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+    }
+  } while (!drop_done_.wait_for(lock, kRekick, dropped));
 }
 
 void InlineDriver::TakeDrops() {
