@@ -139,8 +139,7 @@ const std::vector<CommandInfo>& Commands() {
        "writes are made durable, its image lock is released and its file "
        "goes. A disk whose file a process holds open is refused with EBUSY "
        "naming the pid, unless --force, after which that process's I/O "
-       "fails with EIO. A disk of the inline placement (one mounted with "
-       "it) cannot be detached. Only the user who mounted may detach.",
+       "fails with EIO. Only the user who mounted may detach.",
        DetachFlags, RunDetach},
   };
   return commands;

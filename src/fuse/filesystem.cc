@@ -17,19 +17,9 @@
 namespace pvdisk::fuse {
 namespace {
 
-// Why `disk` cannot be detached, or empty. A disk of the inline placement
-// is driven by every FUSE uring queue thread (InlineDriver), which holds it
-// for the mount's life.
-std::string CanDetach(const Disk& disk) {
-  if (disk.transport_options().placement != transport::Placement::kInline) {
-    return "";
-  }
-  return absl::StrCat(
-      "disk ", disk.name(),
-      " runs inline on the FUSE queue threads, which keep it until unmount; "
-      "only disks on backend threads can be detached (disks attached later "
-      "are, and so is every disk of a mount with --placement backend-thread)");
-}
+// Every disk can be detached: one of the inline placement is let go by the
+// FUSE queue threads that drive it (InlineDrivers::Drop).
+std::string CanDetach(const Disk&) { return ""; }
 
 }  // namespace
 
@@ -172,6 +162,13 @@ absl::Status Filesystem::Detach(const std::string& name, bool force) {
                      " did not finish its I/O within --shutdown-timeout; "
                      "what was in flight failed with EIO"));
   }
+  // The FUSE queue threads that drive an inline disk let it go, and with it
+  // their rings' references to its image files: only then is the image
+  // really closed (and its lock free).
+  if (detached->disk->transport_options().placement ==
+      transport::Placement::kInline) {
+    inline_drivers_.Drop(detached->disk.get());
+  }
   detached->disk.reset();
   detached->io.reset();
   LogInfo("detached disk %s", name.c_str());
@@ -207,15 +204,15 @@ absl::Status Filesystem::MountAndServe(
   serve.channel = channel_;
   // The inline placement: each uring queue's thread drives its queue of
   // every disk (all disks of a mount share the placement).
-  // These disks cannot be detached (CanDetach), so the drivers may keep
-  // them.
+  // A detach of one of these disks has the drivers let it go first
+  // (InlineDrivers::Drop).
   std::vector<Disk*> disks;
   for (const DiskRef& disk : disks_.EnterAll()) disks.push_back(&disk.disk());
   if (!disks.empty() && disks[0]->transport_options().placement ==
                             transport::Placement::kInline) {
     serve.companions.sq_entries = InlineSubmissionEntries(disks);
-    serve.companions.make = [disks](uint32_t qid) {
-      return std::make_unique<InlineDriver>(disks, qid);
+    serve.companions.make = [this, disks](uint32_t qid) {
+      return std::make_unique<InlineDriver>(disks, qid, &inline_drivers_);
     };
   }
   FilesystemHandler handler(this);

@@ -26,6 +26,7 @@
 #include "fuse/disk_io.h"
 #include "fuse/disk_set.h"
 #include "fuse/fuse_channel_options.h"
+#include "fuse/inline_driver.h"
 #include "stats/stats_command.h"
 #include "trace/trace_control.h"
 
@@ -104,6 +105,9 @@ class Filesystem {
   const DiskOpener open_disk_;
   // A detached disk's shutdown gave up on I/O in flight (abandoned_io()).
   std::atomic<bool> detached_abandoned_{false};
+  // The FUSE queue threads' drivers of the inline placement (the serve's
+  // companions), which a detach of an inline disk asks to let it go.
+  InlineDrivers inline_drivers_;
   // Made at the first command; stopped before the disks shut down.
   std::mutex control_mu_;
   std::unique_ptr<ControlWorker> control_;

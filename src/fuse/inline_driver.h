@@ -16,10 +16,22 @@
 // Kicks from other threads (a write released by another queue's
 // completion, a plug timer on the completion thread) still signal the
 // queue's kick eventfd; the driver keeps a read armed on each, on the ring.
+//
+// `pvdisk detach` of such a disk: once the disk has drained and shut down,
+// InlineDrivers::Drop asks every driver to let it go, and each does so on
+// its own thread at its next round (the request is one atomic flag the
+// round reads): it destroys the disk's engine, which empties the ring's
+// fixed-file slots of the image, and never touches the disk's queue again.
+// The driver's small per-disk record (the kick read's buffer, which a read
+// still in the kernel may write) stays until the driver goes.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <vector>
 
 #include "fuse/channel/ring_companion.h"
@@ -30,11 +42,14 @@
 
 namespace pvdisk::fuse {
 
+class InlineDrivers;
+
 class InlineDriver final : public channel::RingCompanion, public io::CqeSink {
  public:
-  // Drives queue `qid` of each of `disks` (which must outlive the driver
-  // and use the inline placement).
-  InlineDriver(std::vector<Disk*> disks, uint32_t qid);
+  // Drives queue `qid` of each of `disks` (which must use the inline
+  // placement, and outlive the driver unless `drivers` has had them
+  // dropped), and enters `drivers` while attached.
+  InlineDriver(std::vector<Disk*> disks, uint32_t qid, InlineDrivers* drivers);
   ~InlineDriver() override;
 
   absl::Status Attach(io::RingLender* lender) override;
@@ -48,9 +63,11 @@ class InlineDriver final : public channel::RingCompanion, public io::CqeSink {
   void OnCqe(uint64_t user_data, int32_t res) override;
 
  private:
+  friend class InlineDrivers;
   // One disk's queue as this thread drives it.
   struct DrivenQueue final : public transport::KickHandler {
     InlineDriver* driver = nullptr;
+    Disk* disk = nullptr;
     transport::BackendLoop* backend = nullptr;
     int kick_fd = -1;
     uint64_t kick_count = 0;  // the armed read's buffer
@@ -60,11 +77,21 @@ class InlineDriver final : public channel::RingCompanion, public io::CqeSink {
     // threads are then seen only when this thread's own work brings it
     // round (logged once).
     bool read_broken = false;
+    // Let go by detach: `backend` is gone, the read is not re-armed.
+    bool dropped = false;
     void HandleKick() override;
   };
 
   // Queues a read on every kick eventfd that has none.
   void ArmKickReads();
+  // Control thread: asks this driver to let `disk` go and waits until its
+  // thread has (or has detached).
+  void Drop(Disk* disk);
+  // The driver's thread: lets go of the disks Drop asked for.
+  void TakeDrops();
+  void DropQueue(DrivenQueue& queue);
+  // Leaves `drivers_` (on Detach, or destruction after a failed Attach).
+  void Leave();
 
   const std::vector<Disk*> disks_;
   const uint32_t qid_;
@@ -76,6 +103,30 @@ class InlineDriver final : public channel::RingCompanion, public io::CqeSink {
   bool kicked_ = false;  // a kick on this thread since the last round
   // The backends that asked for the spin PollUs() last allowed.
   std::vector<transport::BackendLoop*> polling_;
+
+  InlineDrivers* const drivers_;
+  bool registered_ = false;  // in drivers_ (its mutex guards this)
+  // Drop's mailbox: set under drop_mu_, read by every round.
+  std::atomic<bool> drop_pending_{false};
+  std::mutex drop_mu_;
+  std::condition_variable drop_done_;
+  std::vector<Disk*> drops_;  // asked for, not yet let go
+  bool gone_ = false;         // detached: takes no more
+};
+
+// The attached drivers of a mount's FUSE queues, for detach.
+class InlineDrivers {
+ public:
+  // Control path: `disk` (shut down: nothing in flight) is let go by every
+  // driver; returns once each has done so on its thread. A driver that
+  // attaches later skips it. Must not run on a FUSE queue thread.
+  void Drop(Disk* disk);
+
+ private:
+  friend class InlineDriver;
+  std::mutex mu_;
+  std::vector<InlineDriver*> attached_;
+  std::set<const Disk*> dropped_;
 };
 
 // How many submission entries a round of the inline placement may need

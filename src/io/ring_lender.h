@@ -54,11 +54,19 @@ class RingLender {
   // Registers `fds` as fixed files of the ring (IOSQE_FIXED_FILE). Returns
   // the fixed-file index of the first, the others following, or -1 when
   // the ring cannot take them (then name the plain descriptors). They stay
-  // registered until the ring closes. The default takes none: a lender
-  // whose ring has room in its file table overrides it.
+  // registered until RemoveFixedFiles or the ring closes. The default takes
+  // none: a lender whose ring has room in its file table overrides it.
   virtual int AddFixedFiles(const std::vector<int>& fds) {
     (void)fds;
     return -1;
+  }
+  // Empties the `count` fixed-file slots from `base` (an AddFixedFiles
+  // result) once nothing queued names them: the ring then holds no
+  // reference to those files, so closing their descriptors really closes
+  // them (and frees an image lock). The slots may be given out again.
+  virtual void RemoveFixedFiles(int base, size_t count) {
+    (void)base;
+    (void)count;
   }
 };
 

@@ -540,7 +540,10 @@ UringEngine::~UringEngine() {
   if (!ring_ready_) return;
   if (borrowed()) {
     // The owner detaches engines only once nothing is in flight (see
-    // CreateUringEngine); the ring is its to close.
+    // CreateUringEngine); the ring is its to close. The image's files leave
+    // the ring's table now: the ring must not keep them open (and locked)
+    // after the image closes them.
+    if (fixed_file_) lender_->RemoveFixedFiles(file_base_, fds_.size());
     lender_->Unlend(lend_tag_);
     return;
   }

@@ -45,6 +45,17 @@ int EnvNumber(const char* name, int fallback) {
   return value != nullptr ? std::atoi(value) : fallback;
 }
 
+// Whether no process has `path` open: a write lease is granted only on a
+// file that no other open file description refers to, including an
+// io_uring's registered file (the image lock, dropped explicitly at detach,
+// would not show that).
+bool NobodyHasOpen(const std::string& path) {
+  Fd fd = Open(path, O_RDONLY);
+  if (fcntl(fd.get(), F_SETLEASE, F_WRLCK) != 0) return false;
+  fcntl(fd.get(), F_SETLEASE, F_UNLCK);
+  return true;
+}
+
 std::vector<std::string> MountArgs(const std::string& image,
                                    const std::string& placement) {
   return {"--disk", image, "--fuse-io", "uring", "--placement", placement};
@@ -59,7 +70,12 @@ TEST_P(AttachCycleTest, AnotherDiskComesAndGoesWhileFioVerifies) {
   const std::string b = dir.path() + "/b.img";
   CreateImage(a, kImageBytes);
   CreateImage(b, kImageBytes);
-  Mount mount(dir.MakeDir("mnt"), MountArgs(a, GetParam()));
+  // The inline mount starts with B, so that its first detach takes a disk
+  // the FUSE queue threads drive; it comes back on backend threads.
+  const bool b_inline = GetParam() == "inline";
+  std::vector<std::string> args = MountArgs(a, GetParam());
+  if (b_inline) args.insert(args.end(), {"--disk", b});
+  Mount mount(dir.MakeDir("mnt"), args);
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
 
   // The suite's run: a few cycles in 5 s of fio; bench/attach-detach runs
@@ -78,9 +94,11 @@ TEST_P(AttachCycleTest, AnotherDiskComesAndGoesWhileFioVerifies) {
   std::string pattern;
   // Cycles while fio runs; each writes its own pattern to B.
   while (done < cycles && !fio.Wait(std::chrono::milliseconds(0))) {
-    CommandResult attached =
-        RunPvdisk({"attach", mount.mountpoint(), "--disk", b});
-    ASSERT_EQ(attached.exit_code, 0) << attached.Describe();
+    if (done > 0 || !b_inline) {
+      CommandResult attached =
+          RunPvdisk({"attach", mount.mountpoint(), "--disk", b});
+      ASSERT_EQ(attached.exit_code, 0) << attached.Describe();
+    }
     pattern = PatternBytes(done, 1 << 20);
     {
       Fd fd = Open(mount.Path("b.img"), O_RDWR | O_DIRECT);
@@ -88,6 +106,17 @@ TEST_P(AttachCycleTest, AnotherDiskComesAndGoesWhileFioVerifies) {
     }
     CommandResult detached = RunPvdisk({"detach", mount.mountpoint(), "b.img"});
     ASSERT_EQ(detached.exit_code, 0) << detached.Describe();
+    if (done == 0 && b_inline) {
+      // The inline disk's writes are in its image, the image is closed
+      // (the FUSE queue rings hold its file no more) and its lock is free,
+      // while fio runs on A.
+      std::string image = ReadWholeFile(b).substr(0, pattern.size());
+      EXPECT_EQ(image, pattern) << FirstDifference(pattern, image);
+      EXPECT_TRUE(NobodyHasOpen(b));
+      Mount other(dir.MakeDir("inline-other"), {"--disk", b});
+      ASSERT_TRUE(other.ok()) << other.mount_result().Describe();
+      ASSERT_EQ(other.Unmount().exit_code, 0);
+    }
     ++done;
   }
   ASSERT_TRUE(fio.Wait(std::chrono::seconds(seconds + 60)));
@@ -114,13 +143,6 @@ TEST_P(AttachCycleTest, AnotherDiskComesAndGoesWhileFioVerifies) {
   EXPECT_EQ(image, pattern) << FirstDifference(pattern, image);
   Mount other(dir.MakeDir("other"), {"--disk", b});
   EXPECT_TRUE(other.ok()) << other.mount_result().Describe();
-  // A disk the inline placement drives stays until unmount.
-  if (GetParam() == "inline") {
-    CommandResult kept = RunPvdisk({"detach", mount.mountpoint(), "a.img"});
-    ExpectUsageError(kept);
-    EXPECT_NE(kept.err.find("runs inline"), std::string::npos)
-        << kept.Describe();
-  }
   // A's rows stayed, B's went.
   std::string stats = ReadWholeFile(mount.Path("stats"));
   EXPECT_NE(stats.find("a.img"), std::string::npos) << stats;
@@ -210,6 +232,41 @@ TEST_F(AttachTest, OpenDiskIsBusyWithItsPidUntilForcedThenFailsWithEio) {
   errno = 0;
   EXPECT_EQ(pread(fd.get(), buffer, sizeof(buffer), 0), -1);
   EXPECT_EQ(errno, EIO);
+}
+
+// The same for a disk the FUSE queue threads drive (inline placement, a
+// disk the mount started with): forced out while open, its holder gets EIO,
+// the other disk goes on, and its image is closed (another mount takes it).
+TEST_F(AttachTest, OpenInlineDiskIsForcedOutThenFailsWithEio) {
+  PVDISK_REQUIRE_FUSE_URING();
+  Mount mount(dir_.MakeDir("mnt"), {"--disk", a_, "--disk", b_, "--fuse-io",
+                                    "uring", "--placement", "inline"});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  const std::string pattern = PatternBytes(7, 64 << 10);
+  Fd fd = Open(mount.Path("b.img"), O_RDWR | O_DIRECT);
+  PwriteAll(fd.get(), 0, pattern);
+  CommandResult busy = RunPvdisk({"detach", mount.mountpoint(), "b.img"});
+  ExpectOneLineRefusal(busy, "pid " + std::to_string(getpid()));
+  CommandResult forced =
+      RunPvdisk({"detach", mount.mountpoint(), "b.img", "--force"});
+  ASSERT_EQ(forced.exit_code, 0) << forced.Describe();
+  EXPECT_EQ(Listing(mount).find("b.img"), std::string::npos);
+  alignas(4096) static char buffer[4096];
+  errno = 0;
+  EXPECT_EQ(pread(fd.get(), buffer, sizeof(buffer), 0), -1);
+  EXPECT_EQ(errno, EIO);
+  errno = 0;
+  EXPECT_EQ(pwrite(fd.get(), buffer, sizeof(buffer), 0), -1);
+  EXPECT_EQ(errno, EIO);
+  std::string image = ReadWholeFile(b_).substr(0, pattern.size());
+  EXPECT_EQ(image, pattern) << FirstDifference(pattern, image);
+  EXPECT_TRUE(NobodyHasOpen(b_));
+  Mount other(dir_.MakeDir("other"), {"--disk", b_});
+  EXPECT_TRUE(other.ok()) << other.mount_result().Describe();
+  // A goes on, on the same FUSE queue threads.
+  Fd a = Open(mount.Path("a.img"), O_RDWR | O_DIRECT);
+  PwriteAll(a.get(), 0, pattern);
+  EXPECT_EQ(PreadAll(a.get(), 0, pattern.size()), pattern);
 }
 
 // --backend process: the attached disk gets a backend process of its own,

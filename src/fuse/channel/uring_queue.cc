@@ -251,9 +251,15 @@ int UringQueue::AddFixedFiles(const std::vector<int>& fds) {
   // files open while the mount lives): an engine made again for them
   // reuses their slots. The update is done all the same, so that the slots
   // name what the descriptors are now.
+  // Otherwise a run of emptied slots (a detached disk's) is taken before
+  // new ones.
   size_t base = fixed_files_.size();
   auto run = std::search(fixed_files_.begin(), fixed_files_.end(), fds.begin(),
                          fds.end());
+  if (run == fixed_files_.end()) {
+    run = std::search_n(fixed_files_.begin() + 1, fixed_files_.end(),
+                        fds.size(), -1);
+  }
   if (run != fixed_files_.end()) {
     base = static_cast<size_t>(run - fixed_files_.begin());
   } else if (base + fds.size() > kFixedFileSlots) {
@@ -265,8 +271,28 @@ int UringQueue::AddFixedFiles(const std::vector<int>& fds) {
   if (rc < 0 || static_cast<size_t>(rc) != fds.size()) return -1;
   if (base == fixed_files_.size()) {
     fixed_files_.insert(fixed_files_.end(), fds.begin(), fds.end());
+  } else {
+    std::copy(fds.begin(), fds.end(), fixed_files_.begin() + base);
   }
   return static_cast<int>(base);
+}
+
+void UringQueue::RemoveFixedFiles(int base, size_t count) {
+  // Slot 0 is /dev/fuse, never an engine's.
+  if (!ring_ready_ || base < 1 ||
+      static_cast<size_t>(base) + count > fixed_files_.size()) {
+    return;
+  }
+  const std::vector<int> empty(count, -1);
+  const int rc = io_uring_register_files_update(
+      &uring_, static_cast<unsigned>(base), const_cast<int*>(empty.data()),
+      static_cast<unsigned>(count));
+  if (rc < 0) {
+    LogInfo("FUSE queue %u: emptying fixed-file slots failed: %s", qid_,
+            strerror(-rc));
+    return;
+  }
+  std::fill_n(fixed_files_.begin() + base, count, -1);
 }
 
 int UringQueue::FixedBufferFor(const void* data, size_t length) {

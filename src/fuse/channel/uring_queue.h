@@ -91,6 +91,7 @@ class UringQueue final : public io::RingLender {
   int AddFixedBuffers(const std::vector<iovec>& buffers) override;
   int FixedBufferFor(const void* data, size_t length) override;
   int AddFixedFiles(const std::vector<int>& fds) override;
+  void RemoveFixedFiles(int base, size_t count) override;
 
  private:
   // The ring's file table: /dev/fuse, then the borrowing engines' image
@@ -114,7 +115,9 @@ class UringQueue final : public io::RingLender {
   std::vector<UringEntry> entries_;
   std::unique_ptr<FixedBufferTable> fixed_buffers_;  // made with the ring
   std::vector<io::CqeSink*> sinks_;  // lent tag >> kSinkBits, minus one
-  std::vector<int> fixed_files_;     // the descriptor in each used slot
+  // The descriptor in each used slot; -1 for one emptied by
+  // RemoveFixedFiles.
+  std::vector<int> fixed_files_;
 };
 
 }  // namespace pvdisk::fuse::channel
