@@ -33,8 +33,8 @@
 #include "image/qcow2/mapping.h"
 #include "image/qcow2/metadata.h"
 #include "image/qcow2/refcount_rebuild.h"
-#include "image/qcow2/subclusters.h"
 #include "image/qcow2/snapshot_table.h"
+#include "image/qcow2/subclusters.h"
 #include "image/qcow2/table_copy.h"
 #include "image/qcow2/update.h"
 
