@@ -103,19 +103,11 @@ int RunMark(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   const std::string command = absl::StrCat("mark ", disk, " ", name, "\n");
-  const std::string stats_path = absl::StrCat(mountpoint, "/stats");
-  const int fd = open(stats_path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) {
-    PrintError(
-        absl::StrCat("cannot open ", stats_path, ": ", std::strerror(errno)));
-    return kExitFailure;
-  }
-  const ssize_t written = write(fd, command.data(), command.size());
-  const int write_errno = errno;
-  close(fd);
-  if (written != static_cast<ssize_t>(command.size())) {
-    PrintError(absl::StrCat("the daemon refused the mark of ", disk, ": ",
-                            std::strerror(write_errno), " (its log says why)"));
+  if (absl::Status sent = SendStatsCommand(
+          mountpoint, command,
+          absl::StrCat("the daemon refused the mark of ", disk));
+      !sent.ok()) {
+    PrintError(std::string(sent.message()));
     return kExitFailure;
   }
   std::printf("%s: mark %s\n", disk.c_str(), name.c_str());

@@ -175,4 +175,25 @@ absl::StatusOr<stats::StatsDocument> ReadMountStats(
   return stats::ParseStatsDocument(text);
 }
 
+absl::Status SendStatsCommand(const std::string& mountpoint,
+                              std::string_view command,
+                              std::string_view refused) {
+  const std::string stats_path = absl::StrCat(mountpoint, "/stats");
+  const int fd = open(stats_path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot open ", stats_path, ": ", std::strerror(errno)));
+  }
+  const ssize_t written = write(fd, command.data(), command.size());
+  const int write_errno = errno;
+  close(fd);
+  if (written != static_cast<ssize_t>(command.size())) {
+    return absl::ErrnoToStatus(
+        write_errno,
+        absl::StrCat(std::string(refused), ": ", std::strerror(write_errno),
+                     " (its log says why)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace pvdisk::cli

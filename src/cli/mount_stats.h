@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -32,5 +33,14 @@ inline constexpr absl::Duration kDaemonAnswerTimeout = absl::Seconds(5);
 absl::StatusOr<stats::StatsDocument> ReadMountStats(
     const std::string& mountpoint,
     absl::Duration timeout = kDaemonAnswerTimeout);
+
+// Writes `command` (one line, ending in a newline) to MOUNTPOINT/stats,
+// where the daemon carries it out (reset, powercut, mark). Unavailable
+// "cannot open PATH: ..." when the file cannot be opened; else OK once the
+// daemon took the command, or the errno it refused the write with, as
+// "<refused>: <strerror> (its log says why)".
+absl::Status SendStatsCommand(const std::string& mountpoint,
+                              std::string_view command,
+                              std::string_view refused);
 
 }  // namespace pvdisk::cli

@@ -139,19 +139,11 @@ int RunPowercut(const std::vector<std::string>& args) {
   }
   const std::string command =
       absl::StrCat("powercut ", name, " keep=", keep, " seed=", seed, "\n");
-  const std::string stats_path = absl::StrCat(mountpoint, "/stats");
-  const int fd = open(stats_path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) {
-    PrintError(
-        absl::StrCat("cannot open ", stats_path, ": ", std::strerror(errno)));
-    return kExitFailure;
-  }
-  const ssize_t written = write(fd, command.data(), command.size());
-  const int write_errno = errno;
-  close(fd);
-  if (written != static_cast<ssize_t>(command.size())) {
-    PrintError(absl::StrCat("the daemon refused the power cut of ", name, ": ",
-                            std::strerror(write_errno), " (its log says why)"));
+  if (absl::Status sent = SendStatsCommand(
+          mountpoint, command,
+          absl::StrCat("the daemon refused the power cut of ", name));
+      !sent.ok()) {
+    PrintError(std::string(sent.message()));
     return kExitFailure;
   }
   absl::StatusOr<stats::StatsDocument> after = ReadMountStats(mountpoint);
