@@ -261,27 +261,6 @@ TEST(Qcow2SubclusterMountTest, SigkillDuringWritesLeavesOldOrNewSectors) {
   EXPECT_EQ(zero_sectors, 0u);
 }
 
-uint64_t Be64(const std::string& s, uint64_t at) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = v << 8 | static_cast<uint8_t>(s[at + i]);
-  return v;
-}
-void PutBe64(std::string& s, uint64_t at, uint64_t v) {
-  for (int i = 7; i >= 0; --i, v >>= 8) s[at + i] = static_cast<char>(v);
-}
-
-// Reads `length` bytes at `offset` with O_DIRECT: the errno, or 0.
-int DirectReadErrno(const std::string& path, uint64_t offset, uint64_t length) {
-  Fd fd = Open(path, O_RDONLY | O_DIRECT);
-  if (!fd.valid()) return errno;
-  void* buf = nullptr;
-  if (posix_memalign(&buf, 4096, length) != 0) return ENOMEM;
-  const ssize_t n = pread(fd.get(), buf, length, static_cast<off_t>(offset));
-  const int error = n < 0 ? errno : 0;
-  free(buf);
-  return n == static_cast<ssize_t>(length) || n < 0 ? error : EIO;
-}
-
 TEST(Qcow2SubclusterMountTest, InvalidBitmapsFailOnlyTheirCluster) {
   PVDISK_REQUIRE_QEMU();
   TempDir dir;

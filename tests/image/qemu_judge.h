@@ -1,10 +1,15 @@
-// What the qcow2 mount tests share: shell commands that must succeed, and
-// QEMU's tools (qemu-img, qemu-io) as the independent judge of an image.
+// What the qcow2 mount tests share: shell commands that must succeed,
+// QEMU's tools (qemu-img, qemu-io) as the independent judge of an image,
+// and the small tools of hand-built hostile images.
 #pragma once
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "fuse_harness.h"
@@ -38,6 +43,30 @@ inline std::string QemuRaw(const TempDir& dir, const std::string& image) {
   std::string bytes = ReadWholeFile(raw);
   unlink(raw.c_str());
   return bytes;
+}
+
+// The big-endian 64-bit field at `at` of an image's bytes, read and set.
+inline uint64_t Be64(const std::string& s, uint64_t at) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = v << 8 | static_cast<uint8_t>(s[at + i]);
+  return v;
+}
+inline void PutBe64(std::string& s, uint64_t at, uint64_t v) {
+  for (int i = 7; i >= 0; --i, v >>= 8) s[at + i] = static_cast<char>(v);
+}
+
+// Reads `length` bytes at `offset` with O_DIRECT (no readahead reaches
+// the neighbours): the errno, or 0.
+inline int DirectReadErrno(const std::string& path, uint64_t offset,
+                           uint64_t length) {
+  Fd fd = Open(path, O_RDONLY | O_DIRECT);
+  if (!fd.valid()) return errno;
+  void* buf = nullptr;
+  if (posix_memalign(&buf, 4096, length) != 0) return ENOMEM;
+  const ssize_t n = pread(fd.get(), buf, length, static_cast<off_t>(offset));
+  const int error = n < 0 ? errno : 0;
+  free(buf);
+  return n == static_cast<ssize_t>(length) || n < 0 ? error : EIO;
 }
 
 }  // namespace pvdisk::fuse_testing
