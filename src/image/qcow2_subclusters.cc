@@ -38,9 +38,11 @@ struct ExtendedEntry {
 };
 
 // The extended entry that maps `voff` in `md` (all zero without an L2
-// table); nullopt when its table is not in the cache.
-std::optional<ExtendedEntry> ReadEntry(qcow2::Qcow2Metadata& md,
-                                       uint64_t voff) {
+// table). Unavailable when its table is not in the cache: the caller
+// mapped `voff` just before, under the state's lock, so that means the
+// cache evicted a table in use.
+absl::StatusOr<ExtendedEntry> ReadEntry(qcow2::Qcow2Metadata& md,
+                                        uint64_t voff) {
   const qcow2::Qcow2Header& h = md.header;
   const uint64_t table = md.L2TableOffset(voff / h.bytes_per_l2());
   if (table == 0) return ExtendedEntry{};
@@ -50,7 +52,8 @@ std::optional<ExtendedEntry> ReadEntry(qcow2::Qcow2Metadata& md,
         e.raw = qcow2::LoadBe64(t.data() + 16 * index);
         e.bitmap = qcow2::LoadBe64(t.data() + 16 * index + 8);
       })) {
-    return std::nullopt;
+    return absl::UnavailableError(
+        absl::StrCat(md.name, ": the L2 cache evicted a table in use"));
   }
   return e;
 }
@@ -67,11 +70,8 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteSubclustersLocked(
     return std::optional<uint64_t>(m->host_offset);
   }
   qcow2::Qcow2Metadata& md = top().metadata();
-  std::optional<ExtendedEntry> entry = ReadEntry(md, voff);
-  if (!entry) {
-    return absl::UnavailableError(
-        absl::StrCat(md.name, ": the L2 cache evicted a table in use"));
-  }
+  absl::StatusOr<ExtendedEntry> entry = ReadEntry(md, voff);
+  if (!entry.ok()) return entry.status();
   const uint64_t cluster = cluster_size_;
   const uint64_t sub = cluster / qcow2::kSubclusters;
   const uint64_t within = voff % cluster;
@@ -184,11 +184,8 @@ absl::Status Qcow2State::DeallocateSubclustersLocked(io::IoOp op, uint64_t voff,
   absl::StatusOr<Mapping> m = Map(0, voff, counts);
   if (!m.ok()) return m.status();
   qcow2::Qcow2Metadata& md = top().metadata();
-  std::optional<ExtendedEntry> entry = ReadEntry(md, voff);
-  if (!entry) {
-    return absl::UnavailableError(
-        absl::StrCat(md.name, ": the L2 cache evicted a table in use"));
-  }
+  absl::StatusOr<ExtendedEntry> entry = ReadEntry(md, voff);
+  if (!entry.ok()) return entry.status();
   const uint64_t cluster = cluster_size_;
   const uint64_t sub = cluster / qcow2::kSubclusters;
   const uint64_t within = voff % cluster;

@@ -238,12 +238,7 @@ TEST(Qcow2SubclusterMountTest, SigkillDuringWritesLeavesOldOrNewSectors) {
           return stats["reqs_write"] > 300 && stats["meta_writes"] > 0;
         },
         std::chrono::seconds(30)));
-    ASSERT_EQ(kill(mount.daemon_pid(), SIGKILL), 0) << std::strerror(errno);
-    fio.Wait(std::chrono::seconds(30));
-    ASSERT_TRUE(
-        WaitUntil([&] { return !PvdiskProcessAlive(mount.daemon_pid()); },
-                  std::chrono::seconds(10)));
-    mount.Unmount(std::chrono::seconds(30));
+    ASSERT_NO_FATAL_FAILURE(KillDaemonUnderLoad(mount, fio));
   }
   CommandResult check = Sh("qemu-img check '" + image + "'");
   EXPECT_TRUE(check.exit_code == 0 || check.exit_code == 3) << check.Describe();

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "fuse_harness.h"
@@ -67,6 +69,17 @@ inline int DirectReadErrno(const std::string& path, uint64_t offset,
   const int error = n < 0 ? errno : 0;
   free(buf);
   return n == static_cast<ssize_t>(length) || n < 0 ? error : EIO;
+}
+
+// Kills the mount's daemon with SIGKILL while `load` writes through it,
+// waits for the load to end and the daemon to be gone, then takes the
+// mount down (the crash the kill tests judge afterwards).
+inline void KillDaemonUnderLoad(Mount& mount, BackgroundProcess& load) {
+  ASSERT_EQ(kill(mount.daemon_pid(), SIGKILL), 0) << std::strerror(errno);
+  load.Wait(std::chrono::seconds(30));
+  ASSERT_TRUE(WaitUntil([&] { return !PvdiskProcessAlive(mount.daemon_pid()); },
+                        std::chrono::seconds(10)));
+  mount.Unmount(std::chrono::seconds(30));
 }
 
 }  // namespace pvdisk::fuse_testing
