@@ -57,21 +57,29 @@ def shown(cmd, filename, placeholder):
 
 
 def parse(text):
-    """fio's JSON report -> {iops, mib_s, mean_us, p99_us} of the first
-    (group-reported) job, reads and writes together; latencies are fio's
-    completion latency (clat) of the direction that moved data."""
+    """fio's JSON report -> {iops, mib_s, mean_us, p99_us, lat_us} of the
+    first (group-reported) job, reads and writes together; mean_us and p99_us
+    are fio's completion latency (clat) of the direction that moved data,
+    lat_us its whole latency (submission to completion, lat). At iodepth 1
+    on a FUSE file the two differ by where the request is served: when the
+    server's thread runs on the submitter's CPU it serves the request inside
+    the submitting system call, which fio counts as submission (clat is then
+    a few microseconds); only lat holds the round trip either way."""
     try:
         out = json.loads(text[text.index("{"):])["jobs"][0]
     except (ValueError, KeyError, IndexError) as e:
         raise FioError("fio printed no JSON report (%s)" % e) from None
     read, write = out["read"], out["write"]
     lat = [d["clat_ns"] for d in (read, write) if d["io_bytes"] > 0]
+    total = [d["lat_ns"] for d in (read, write)
+             if d["io_bytes"] > 0 and "lat_ns" in d]
     return {
         "iops": read["iops"] + write["iops"],
         "mib_s": (read["bw_bytes"] + write["bw_bytes"]) / 2**20,
         "mean_us": lat[0]["mean"] / 1000 if lat else 0.0,
         "p99_us": (lat[0].get("percentile", {}).get("99.000000", 0) / 1000
                    if lat else 0.0),
+        "lat_us": total[0]["mean"] / 1000 if total else None,
     }
 
 

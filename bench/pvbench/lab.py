@@ -493,6 +493,7 @@ class RbdBench(Target):
         tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
         return {"iops": iops, "mib_s": iops * io_size / 2**20,
                 "mean_us": threads / iops * 1e6 if iops else None,
+                "lat_us": None,
                 "p99_us": None,
                 "cpu_busy_pct": 100.0 * busy / total if total else 0.0,
                 "cpu_us_per_io": busy * tick_us / ops if ops else 0.0}

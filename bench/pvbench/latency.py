@@ -91,7 +91,7 @@ class SqliteRun:
         total = total1 - total0
         return {"iops": rate,
                 "mib_s": rate * sqlite_commits.ROW_BYTES / (1 << 20), "mean_us": 1e6 / rate if rate else None,
-                "p99_us": None,
+                "p99_us": None, "lat_us": None,
                 "cpu_busy_pct": 100.0 * (busy1 - busy0) / total if total else 0.0,
                 "cpu_us_per_io": None}
 

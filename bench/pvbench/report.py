@@ -7,7 +7,7 @@ import shutil
 import statistics
 import subprocess
 
-FIO_FIELDS = ["iops", "mib_s", "mean_us", "p99_us", "cpu_busy_pct",
+FIO_FIELDS = ["iops", "mib_s", "mean_us", "p99_us", "lat_us", "cpu_busy_pct",
               "cpu_us_per_io"]
 DERIVED_FIELDS = ["ring_reqs_per_fuse", "avg_req_kib", "kicks_per_req",
                   "irqs_per_req"]

@@ -55,7 +55,15 @@ class FioTest(unittest.TestCase):
                 "clat_ns": {"mean": 31000.0, "percentile": {"99.000000": 90000}}}
         text = "note: noise\n" + json.dumps({"jobs": [{"read": read, "write": side}]})
         self.assertEqual(fio.parse(text), {"iops": 1000.0, "mib_s": 4.0,
-                                           "mean_us": 31.0, "p99_us": 90.0})
+                                           "mean_us": 31.0, "p99_us": 90.0,
+                                           "lat_us": None})
+        # A request served inside the submitting call: clat is small, lat
+        # holds the round trip.
+        read["clat_ns"]["mean"] = 2000.0
+        read["lat_ns"] = {"mean": 65000.0}
+        text = json.dumps({"jobs": [{"read": read, "write": side}]})
+        self.assertEqual(fio.parse(text)["mean_us"], 2.0)
+        self.assertEqual(fio.parse(text)["lat_us"], 65.0)
         with self.assertRaises(fio.FioError):
             fio.parse("fio: no JSON")
 
