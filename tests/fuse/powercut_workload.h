@@ -115,9 +115,12 @@ inline void WriteAndCut(const CutWorkload& work, Ledger& ledger,
   std::unique_ptr<std::thread> cutter;
   std::mutex cutter_mu;
   CommandResult cut_result;
-  const std::vector<std::string> cut_command = {
-      "powercut", work.mnt, "--keep",
-      work.keep,  "--seed", std::to_string(work.seed)};
+  std::vector<std::string> cut_command = {"powercut", work.mnt, "--keep",
+                                          work.keep};
+  if (work.keep == "random") {
+    cut_command.insert(cut_command.end(),
+                       {"--seed", std::to_string(work.seed)});
+  }
   uint64_t next_id = 1;
   for (int batch = 0; batch <= kMaxBatches && !failed; ++batch) {
     // Distinct blocks per batch: writes of one batch are unordered.
