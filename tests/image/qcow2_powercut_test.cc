@@ -208,6 +208,17 @@ TEST(Qcow2PowercutTest, MetadataHeldInTheCacheAtTheCut) {
           ASSERT_EQ(fsync(fd.get()), 0);
         }
       }
+      // Before the cut every write reads back: the tables the L2 cache
+      // evicted are read again through the volatile cache, which holds the
+      // last stage's entries.
+      for (uint64_t i = 0; i < kWrites; ++i) {
+        ASSERT_EQ(
+            pread(fd.get(), block, kCutBlock, static_cast<off_t>(i * kRegion)),
+            static_cast<ssize_t>(kCutBlock));
+        EXPECT_EQ(IdOf(block, i * (kRegion / kCutBlock)),
+                  static_cast<int64_t>(i + 1))
+            << "write " << i << " does not read back before the cut";
+      }
       std::vector<std::string> cut = {"powercut", mnt, "--keep", keep};
       if (keep == "random") cut.insert(cut.end(), {"--seed", "7"});
       CommandResult cut_result = RunPvdisk(cut);
