@@ -10,8 +10,10 @@
 //   mount of the image, and `qemu-img convert` reads the same disk.
 // On an empty image (writes allocate clusters, and L2 tables) and on one
 // over a raw backing file (writes copy the rest of their cluster from it),
-// both made by qemu-img with 64 KiB clusters. The workload and the block
-// check are the raw images' (tests/fuse/powercut_workload.h).
+// both made by qemu-img with 64 KiB clusters (and one with extended L2
+// entries over a backing file: a write fills and marks its subclusters). The
+// workload and the block check are the raw images'
+// (tests/fuse/powercut_workload.h).
 //
 // The negative control: with PVDISK_TEST_FAULT=lying-flush a flush (and
 // so each journal barrier) completes without making anything durable, and
@@ -48,11 +50,13 @@ struct Qcow2Cut {
 };
 
 // Makes `top.qcow2` in `dir`: empty, or over `base.raw`, whose every block
-// is FillBlock(block, kBackingId).
-void MakeImage(const TempDir& dir, bool backing) {
+// is FillBlock(block, kBackingId); with `extended_l2`, with subclusters.
+void MakeImage(const TempDir& dir, bool backing, bool extended_l2) {
   unlink(dir.Path("top.qcow2").c_str());
+  const std::string options =
+      std::string("cluster_size=64k") + (extended_l2 ? ",extended_l2=on" : "");
   if (!backing) {
-    ShOk("qemu-img create -q -f qcow2 -o cluster_size=64k '" +
+    ShOk("qemu-img create -q -f qcow2 -o " + options + " '" +
          dir.Path("top.qcow2") + "' " + std::to_string(kBlocks * kCutBlock));
     return;
   }
@@ -65,18 +69,17 @@ void MakeImage(const TempDir& dir, bool backing) {
   ASSERT_TRUE(fd.valid());
   PwriteAll(fd.get(), 0, base);
   fd.Close();
-  ShOk("cd '" + dir.path() +
-       "' && qemu-img create -q -f qcow2 -o cluster_size=64k -b base.raw "
-       "-F raw top.qcow2");
+  ShOk("cd '" + dir.path() + "' && qemu-img create -q -f qcow2 -o " + options +
+       " -b base.raw -F raw top.qcow2");
 }
 
 // One mount with the cache, the workload, a cut, unmount; then qemu-img
 // check, and the disk read through a new mount, checked, and compared with
 // what qemu-img reads.
 Qcow2Cut OneCut(const TempDir& dir, bool backing, const std::string& keep,
-                uint64_t seed) {
+                uint64_t seed, bool extended_l2 = false) {
   Qcow2Cut cut;
-  MakeImage(dir, backing);
+  MakeImage(dir, backing, extended_l2);
   const std::string image = dir.Path("top.qcow2");
   const std::string mnt = dir.Path("mnt");
   Ledger ledger;
@@ -114,14 +117,15 @@ Qcow2Cut OneCut(const TempDir& dir, bool backing, const std::string& keep,
   return cut;
 }
 
-// (backing file, --keep, cuts when PVDISK_POWERCUT_CUTS is not set)
-using Case = std::tuple<bool, std::string, int>;
+// (backing file, --keep, cuts when PVDISK_POWERCUT_CUTS is not set,
+// extended L2 entries)
+using Case = std::tuple<bool, std::string, int, bool>;
 
 class Qcow2PowercutTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Qcow2PowercutTest, EveryFsyncedBlockSurvivesAndQemuFindsNoCorruption) {
   PVDISK_REQUIRE_QEMU();
-  const auto& [backing, keep, fallback_cuts] = GetParam();
+  const auto& [backing, keep, fallback_cuts, extended_l2] = GetParam();
   TempDir dir;
   dir.MakeDir("mnt");
   const int cuts = CutsPerCase(fallback_cuts);
@@ -129,7 +133,7 @@ TEST_P(Qcow2PowercutTest, EveryFsyncedBlockSurvivesAndQemuFindsNoCorruption) {
   int leaky = 0;
   for (int i = 0; i < cuts; ++i) {
     const uint64_t seed = 3000 + static_cast<uint64_t>(i);
-    Qcow2Cut cut = OneCut(dir, backing, keep, seed);
+    Qcow2Cut cut = OneCut(dir, backing, keep, seed, extended_l2);
     EXPECT_TRUE(cut.check_exit == 0 || cut.check_exit == 3)
         << "seed " << seed << ": qemu-img check exit " << cut.check_exit
         << " (0: clean, 3: leaks only)\n"
@@ -155,15 +159,16 @@ TEST_P(Qcow2PowercutTest, EveryFsyncedBlockSurvivesAndQemuFindsNoCorruption) {
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   return std::string(std::get<0>(info.param) ? "backing" : "empty") + "_" +
-         std::get<1>(info.param);
+         std::get<1>(info.param) + (std::get<3>(info.param) ? "_xl2" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuts, Qcow2PowercutTest,
-                         ::testing::Values(Case(false, "random", 3),
-                                           Case(false, "none", 1),
-                                           Case(false, "all", 1),
-                                           Case(true, "random", 2),
-                                           Case(true, "none", 1)),
+                         ::testing::Values(Case(false, "random", 3, false),
+                                           Case(false, "none", 1, false),
+                                           Case(false, "all", 1, false),
+                                           Case(true, "random", 2, false),
+                                           Case(true, "none", 1, false),
+                                           Case(true, "random", 2, true)),
                          CaseName);
 
 // Metadata the cache holds at the cut. A flush commits the journal and
