@@ -183,11 +183,16 @@ attach-check: build
 
 # The power-cut promise at full count: POWERCUT_CUTS random cuts (default
 # 200) of the first frontend and placement, then the negative control
-# (tests/fuse/powercut_test.cc); the suite runs one cut per case.
+# (tests/fuse/powercut_test.cc); the suite runs one cut per case. Then
+# POWERCUT_QCOW2_CUTS cuts (default 20) of each qcow2 case, judged by
+# qemu-img (tests/image/qcow2_powercut_test.cc).
 POWERCUT_CUTS ?= 200
+POWERCUT_QCOW2_CUTS ?= 20
 powercut-check: build
 	@cd $(BUILD_DIR) && PVDISK_POWERCUT_CUTS=$(POWERCUT_CUTS) ./tests/fuse/fuse_test \
 	  --gtest_filter='FrontendsAndPlacements/PowercutPromiseTest.*/blkif_backend_thread:PowercutNegativeControlTest.*'
+	@cd $(BUILD_DIR) && PVDISK_POWERCUT_CUTS=$(POWERCUT_QCOW2_CUTS) \
+	  ./tests/image/qcow2_powercut_test
 
 # ext4 and sqlite3 as the judges of power cuts at full count (as root):
 # CRASH_CUTS cuts of ext4 under a CrashMonkey-style workload (default 100)

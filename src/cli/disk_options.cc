@@ -29,8 +29,8 @@ const std::vector<DiskOptionInfo>& DiskOptions() {
        "them), read-only"},
       {"cache=volatile|writethrough", "",
        "cache=volatile models a volatile write cache: writes are held until "
-       "a flush, and pvdisk powercut can lose them (raw images, thread "
-       "backend)"},
+       "a flush, and pvdisk powercut can lose them (raw and writable qcow2 "
+       "images, thread backend)"},
       {"cache_size=SIZE", "",
        "the bytes cache=volatile holds, written out or not, before a write "
        "must wait for a write-out (default 64M)"},

@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "image/image_headers.h"
 #include "image/open_image.h"
+#include "image/qcow2_image.h"
 #include "image/raw_image.h"
 #include "io/test_fault.h"
 #include "transport/nvme/protocol.h"
@@ -40,9 +41,9 @@ io::EngineOptions BaseEngineOptions(const DiskSpec& spec, io::EngineKind kind) {
   return options;
 }
 
-// cache=volatile serves a raw image of files in the daemon's own backend
-// threads: the power cut reaches the cache there; a qcow2 image's metadata
-// does not go through the engines that hold the cache.
+// cache=volatile serves an image of files (raw, or qcow2 served writable)
+// in the daemon's own backend threads: the power cut reaches the cache
+// there.
 absl::Status CheckVolatileCache(const DiskSpec& spec, const image::Image& image,
                                 const DiskOptions& options) {
   auto refuse = [&spec](const std::string& why) {
@@ -50,8 +51,15 @@ absl::Status CheckVolatileCache(const DiskSpec& spec, const image::Image& image,
         absl::StrCat("--disk ", spec.path, ": cache=volatile ", why));
   };
   if (spec.rbd) return refuse("serves image files, not rbd: images");
-  if (dynamic_cast<const image::RawImage*>(&image) == nullptr) {
-    return refuse("serves raw images, and this one is qcow2");
+  if (dynamic_cast<const image::RawImage*>(&image) == nullptr &&
+      dynamic_cast<const image::Qcow2Image*>(&image) == nullptr) {
+    return refuse("serves raw and qcow2 images");
+  }
+  if (dynamic_cast<const image::Qcow2Image*>(&image) != nullptr &&
+      image.read_only()) {
+    return refuse(
+        "needs a qcow2 image served writable (not ro or snapshot=): its "
+        "metadata is what the cache holds besides the data");
   }
   if (options.backend == BackendMode::kProcess) {
     return refuse("needs --backend thread (the default)");
@@ -60,6 +68,20 @@ absl::Status CheckVolatileCache(const DiskSpec& spec, const image::Image& image,
     return refuse("needs an engine that writes the image (uring or sync)");
   }
   return absl::OkStatus();
+}
+
+// The disk's volatile write cache, over the file its writes go to: a qcow2
+// image makes its own (its metadata goes through it too), a raw image's
+// is over its file.
+absl::StatusOr<std::shared_ptr<io::VolatileCache>> MakeVolatileCache(
+    const DiskSpec& spec, image::Image& image) {
+  PVDISK_ASSIGN_OR_RETURN(const io::TestFault test_fault,
+                          io::TestFaultFromEnvironment());
+  if (auto* qcow2 = dynamic_cast<image::Qcow2Image*>(&image)) {
+    return qcow2->MakeVolatileCache(spec.cache_bytes, test_fault.lying_flush);
+  }
+  return std::make_shared<io::VolatileCache>(
+      image.files()[0], image.name(), spec.cache_bytes, test_fault.lying_flush);
 }
 
 // The nvme frontend's own settings (--nvme-data, --irq-coalesce), for its
@@ -174,11 +196,8 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
   }
   if (spec.cache_volatile) {
     PVDISK_RETURN_IF_ERROR(CheckVolatileCache(spec, *disk->image_, options));
-    PVDISK_ASSIGN_OR_RETURN(const io::TestFault test_fault,
-                            io::TestFaultFromEnvironment());
-    disk->cache_ = std::make_shared<io::VolatileCache>(
-        disk->image_->files()[0], disk->image_->name(), spec.cache_bytes,
-        test_fault.lying_flush);
+    PVDISK_ASSIGN_OR_RETURN(disk->cache_,
+                            MakeVolatileCache(spec, *disk->image_));
   }
   if (!spec.log_path.empty()) {
     // The log is written by the daemon's own backend threads.

@@ -68,7 +68,11 @@ class Qcow2Engine final : public io::EngineDecorator {
                 request.buffer_index,
                 1,
                 0};
-    if (request.op == io::IoOp::kFlush) {
+    if (state_.power_cut()) {
+      // The disk lost its power (cache=volatile): every request fails,
+      // those that would read zeros or need no I/O too.
+      Fail(r, -EIO);
+    } else if (request.op == io::IoOp::kFlush) {
       if (!state_.read_only()) {
         // The journal's metadata first (stage by stage), then this flush
         // makes its last stage and every completed write durable.

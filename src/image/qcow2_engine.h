@@ -13,7 +13,9 @@
 //   are done by the state's metadata steps (qcow2_state.h) before Queue()
 //   returns, and complete in the next Run();
 // - kFlush is a flush of the top file: every completed write's metadata is
-//   written by then, so it makes them durable too.
+//   written by then, so it makes them durable too;
+// - once the disk lost its power (cache=volatile, Qcow2State::power_cut),
+//   every request fails with -EIO.
 // The pieces of one request are in flight together. When they need more
 // I/Os than the inner engine has room for, the rest wait in the engine's
 // own backlog and are issued as room frees: a request Queue() accepted is

@@ -6,6 +6,7 @@
 #include "image/qcow2/features.h"
 #include "image/qcow2_engine.h"
 #include "io/image_lock.h"
+#include "io/volatile_cache_engine.h"
 
 namespace pvdisk::image {
 
@@ -118,9 +119,40 @@ absl::StatusOr<std::unique_ptr<io::IoEngine>> Qcow2Image::MakeEngine(
   for (const auto& file : files_) files.push_back(file.get());
   PVDISK_ASSIGN_OR_RETURN(std::unique_ptr<io::IoEngine> engine,
                           io::CreateFileEngine(file_options, files));
+  if (options.volatile_cache) {
+    if (options.volatile_cache != state_->volatile_cache()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "image ", name_,
+          ": a qcow2 image's volatile cache is made by the image, over its "
+          "metadata too"));
+    }
+    // Under the format, where the disk's own cache is: it holds host
+    // writes of the top file, not the virtual disk's.
+    engine =
+        io::WrapWithVolatileCache(std::move(engine), options.volatile_cache);
+    file_options.volatile_cache = nullptr;
+  }
   engine = MakeQcow2Engine(std::move(engine), *state_, options.depth,
                            options.depth + options.extra_ios);
   return io::WrapEngine(std::move(engine), file_options);
+}
+
+absl::StatusOr<std::shared_ptr<io::VolatileCache>>
+Qcow2Image::MakeVolatileCache(uint64_t limit_bytes, bool lying_flush) {
+  if (read_only_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("image ", name_,
+                     " is served read-only: a volatile write cache needs a "
+                     "writable image"));
+  }
+  if (state_->volatile_cache()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("image ", name_, " has a volatile cache already"));
+  }
+  auto cache = std::make_shared<io::VolatileCache>(
+      state_->chain().layers().front().fd, name_, limit_bytes, lying_flush);
+  state_->UseVolatileCache(cache);
+  return cache;
 }
 
 absl::Status Qcow2Image::Flush() { return state_->Flush(); }

@@ -46,6 +46,17 @@ class Qcow2Image final : public Image {
   uint32_t extra_ios_per_request() const override { return 1; }
   std::vector<std::pair<std::string, std::string>> Describe() const override;
 
+  // cache=volatile (io/volatile_cache.h): the disk's volatile write cache,
+  // over the top file as the chain opened it (without O_DIRECT: the
+  // metadata's writes are not sector-aligned). The engines' I/O on that
+  // file goes through it (MakeEngine puts its decorator right over the
+  // file engine, under the qcow2 engine), and so does the metadata's
+  // (Qcow2State::UseVolatileCache). Once, before any engine is made; a
+  // writable image only. `lying_flush`: see io/test_fault.h.
+  absl::StatusOr<std::shared_ptr<io::VolatileCache>> MakeVolatileCache(
+      uint64_t limit_bytes, bool lying_flush);
+
+  // options.volatile_cache, when set, must be MakeVolatileCache's.
   absl::StatusOr<std::unique_ptr<io::IoEngine>> MakeEngine(
       const io::EngineOptions& options) override;
   absl::Status Flush() override;

@@ -15,6 +15,7 @@
 #include "image/qcow2/compressed.h"
 #include "image/qcow2/entries.h"
 #include "image/qcow2/file_io.h"
+#include "image/volatile_host_file.h"
 
 namespace pvdisk::image {
 namespace {
@@ -76,7 +77,9 @@ Qcow2State::Qcow2State(std::unique_ptr<qcow2::ImageChain> chain, bool read_only)
 }
 
 Qcow2State::~Qcow2State() {
-  if (read_only_) return;
+  // After a power cut the journal is lost and the file stays as the cut
+  // left it.
+  if (read_only_ || power_cut()) return;
   if (absl::Status s = Flush(); !s.ok()) {
     LogInfo("%s", s.message());
     return;
@@ -148,7 +151,21 @@ absl::StatusOr<Mapping> Qcow2State::MapShared(size_t layer, uint64_t voff,
 absl::Status Qcow2State::ReadFileBytes(size_t layer, uint64_t offset,
                                        std::span<uint8_t> out) {
   const qcow2::ChainLayer& l = chain_->layers()[layer];
+  if (l.qcow2) return l.qcow2->ReadHost(offset, out);
   return qcow2::ReadFully(l.fd, offset, out, l.path);
+}
+
+void Qcow2State::UseVolatileCache(std::shared_ptr<io::VolatileCache> cache) {
+  const qcow2::ChainLayer& l = chain_->layers().front();
+  top().set_host_file(MakeVolatileHostFile(cache, l.fd, l.path));
+  cache_ = std::move(cache);
+}
+
+absl::Status Qcow2State::CheckPowerLocked() {
+  if (!power_cut()) return absl::OkStatus();
+  if (!journal_.empty()) (void)journal_.Take();
+  return ErrnoError(EIO,
+                    absl::StrCat(top().metadata().name, " has lost its power"));
 }
 
 void Qcow2State::GrowFileEnd(uint64_t end) {
@@ -171,6 +188,7 @@ absl::Status Qcow2State::Journal(const qcow2::WritePlan& plan,
 }
 
 absl::Status Qcow2State::CommitLocked(Qcow2Counts& counts) {
+  if (absl::Status s = CheckPowerLocked(); !s.ok()) return s;
   if (!commit_failed_.ok()) return commit_failed_;
   if (journal_.empty()) return absl::OkStatus();
   std::vector<qcow2::MetadataJournal::Stage> stages = journal_.Take();
@@ -200,7 +218,9 @@ absl::Status Qcow2State::Commit(Qcow2Counts& counts) {
 }
 
 absl::Status Qcow2State::Flush() {
-  if (read_only_) return absl::OkStatus();
+  // After a power cut there is nothing left to make durable: the cut
+  // decided what the file holds.
+  if (read_only_ || power_cut()) return absl::OkStatus();
   Qcow2Counts counts;
   if (absl::Status s = Commit(counts); !s.ok()) return s;
   return top().Flush();
@@ -214,6 +234,7 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocating(
 
 absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocatingLocked(
     uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts) {
+  if (absl::Status s = CheckPowerLocked(); !s.ok()) return s;
   if (!commit_failed_.ok()) return commit_failed_;
   if (extended_l2_) return WriteSubclustersLocked(voff, data, counts);
   absl::StatusOr<Mapping> m = Map(0, voff, counts);
@@ -342,6 +363,7 @@ absl::Status Qcow2State::ReleaseSharedTable(uint64_t table,
 absl::Status Qcow2State::Deallocate(io::IoOp op, uint64_t voff, uint64_t length,
                                     Qcow2Counts& counts) {
   std::unique_lock<std::shared_mutex> lock(mutex_);
+  if (absl::Status s = CheckPowerLocked(); !s.ok()) return s;
   if (!commit_failed_.ok()) return commit_failed_;
   if (extended_l2_) {
     return DeallocateSubclustersLocked(op, voff, length, counts);

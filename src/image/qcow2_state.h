@@ -42,6 +42,15 @@
 // before the stage that holds the L2 entry is written. With extended L2
 // entries the same is done by subcluster (qcow2_subclusters.cc): only the
 // subclusters a write touches are filled and marked allocated.
+//
+// A volatile write cache (cache=volatile, UseVolatileCache): the top
+// file's metadata I/O goes through the disk's cache as its data does
+// (image/volatile_host_file.h), so each fdatasync above is a FLUSH of the
+// cache, and a commit's last stage is held until the next one. The journal
+// is the disk's volatile state too: a power cut loses it (the cache's cut
+// fails every later write, so nothing of it reaches the file), and from
+// then on every step here fails with EIO, commits none, and the end of the
+// state neither commits nor trims the file.
 #pragma once
 
 #include <atomic>
@@ -58,6 +67,7 @@
 #include "image/qcow2/metadata_journal.h"
 #include "image/qcow2/published_map.h"
 #include "io/io_engine.h"
+#include "io/volatile_cache.h"
 
 namespace pvdisk::image {
 
@@ -132,6 +142,17 @@ class Qcow2State {
   // Commit, then fdatasync of the top file.
   absl::Status Flush();
 
+  // Puts the top file's metadata I/O through `cache`, the disk's volatile
+  // write cache over that file (see above). Before any engine runs; a
+  // writable image only.
+  void UseVolatileCache(std::shared_ptr<io::VolatileCache> cache);
+  const std::shared_ptr<io::VolatileCache>& volatile_cache() const {
+    return cache_;
+  }
+  // Whether the disk lost its power (its volatile cache was cut). Any
+  // thread, no lock.
+  bool power_cut() const { return cache_ != nullptr && cache_->cut(); }
+
   // Whether an engine commits the journal before it answers a request
   // that changed metadata (a backend process's open: the process may die
   // and a new one take over without the applications noticing, so nothing
@@ -159,6 +180,10 @@ class Qcow2State {
   absl::Status ReleaseSharedTable(uint64_t table, Qcow2Counts& counts);
   // Commit with mutex() held exclusively.
   absl::Status CommitLocked(Qcow2Counts& counts);
+  // After a power cut: drops what the journal holds (the cut lost it) and
+  // fails with EIO; OK while the power is on. REQUIRES: mutex() held
+  // exclusively.
+  absl::Status CheckPowerLocked();
   // Allocates a cluster for the top layer's cluster of `voff` (its L2
   // table first if needed), journals the refcount writes and extends the
   // file over it; as part of the change journal_.Begin() started.
@@ -194,6 +219,8 @@ class Qcow2State {
   uint64_t fresh_from_ = 0;  // clusters from here on were never written
   absl::Status commit_failed_;
   bool commit_before_answer_ = false;
+  // cache=volatile only: the disk's cache (UseVolatileCache).
+  std::shared_ptr<io::VolatileCache> cache_;
 };
 
 }  // namespace pvdisk::image

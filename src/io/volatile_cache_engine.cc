@@ -22,6 +22,9 @@ class VolatileCacheEngine final : public EngineDecorator {
 
   int Queue(const IoRequest& request) override {
     if (cache_->cut()) return Complete(request.tag, -EIO);
+    // The cache is the disk's top file's: the read-only layers below a
+    // format's top file (IoRequest::file > 0) are read as they are.
+    if (request.file != 0) return inner().Queue(request);
     switch (request.op) {
       case IoOp::kWrite: {
         const int rc = cache_->Write(request.offset, request.iov,

@@ -3,7 +3,9 @@
 // at once, flushes write the cache out, reads are overlaid with what is
 // held, and after a power cut every request fails with -EIO. It sits right
 // over the file engine, under every other decorator (faults, delay), where
-// a disk's own cache is.
+// a disk's own cache is. It holds the I/O of file 0 (IoRequest::file), the
+// disk's own file; a format's backing layers (files 1 and up, read-only)
+// pass through.
 #pragma once
 
 #include <memory>

@@ -14,7 +14,6 @@
 #include "image/qcow2/endian.h"
 #include "image/qcow2/entries.h"
 #include "image/qcow2/features.h"
-#include "image/qcow2/file_io.h"
 #include "image/qcow2/refcount_rebuild.h"
 #include "image/qcow2/subclusters.h"
 #include "image/qcow2/table_copy.h"
@@ -58,8 +57,9 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::OpenOnce(
     return ErrnoError(errno, absl::StrCat("cannot stat ", name));
   }
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  std::shared_ptr<HostFile> host = MakeFdHostFile(fd, name);
   std::vector<uint8_t> first(std::min(file_size, kHeaderReadBytes));
-  if (absl::Status s = ReadFully(fd, 0, first, name); !s.ok()) return s;
+  if (absl::Status s = host->Read(0, first); !s.ok()) return s;
   absl::StatusOr<Qcow2Header> header = ParseQcow2Header(first, name);
   if (!header.ok()) return header.status();
   // A dirty image is rebuilt below before it is written.
@@ -81,12 +81,10 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::OpenOnce(
   }
   std::vector<uint8_t> l1(uint64_t{header->l1_size} * 8);
   std::vector<uint8_t> refcounts(header->refcount_table_entries() * 8);
-  if (absl::Status s = ReadFully(fd, header->l1_table_offset, l1, name);
-      !s.ok()) {
+  if (absl::Status s = host->Read(header->l1_table_offset, l1); !s.ok()) {
     return s;
   }
-  if (absl::Status s =
-          ReadFully(fd, header->refcount_table_offset, refcounts, name);
+  if (absl::Status s = host->Read(header->refcount_table_offset, refcounts);
       !s.ok()) {
     return s;
   }
@@ -106,8 +104,7 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::OpenOnce(
     if (!chosen.ok()) return chosen.status();
     const Qcow2Header mapped = SnapshotHeader(*header, *chosen);
     std::vector<uint8_t> snapshot_l1(uint64_t{mapped.l1_size} * 8);
-    if (absl::Status s =
-            ReadFully(fd, mapped.l1_table_offset, snapshot_l1, name);
+    if (absl::Status s = host->Read(mapped.l1_table_offset, snapshot_l1);
         !s.ok()) {
       return s;
     }
@@ -115,7 +112,8 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::OpenOnce(
                             l2_cache_tables);
     if (!md.ok()) return md.status();
   }
-  std::unique_ptr<Qcow2File> file(new Qcow2File(fd, writable, std::move(*md)));
+  std::unique_ptr<Qcow2File> file(
+      new Qcow2File(std::move(host), writable, std::move(*md)));
   file->snapshots_ = std::move(*snapshots);
   if (writable) {
     // Before the rebuild: refcounts it sets to 0 may be what a bitmap
@@ -258,7 +256,7 @@ absl::Status Qcow2File::Apply(const WritePlan& plan) {
 
 absl::Status Qcow2File::ReadHost(uint64_t offset,
                                  std::span<uint8_t> out) const {
-  return ReadFully(fd_, offset, out, md_->name);
+  return host_->Read(offset, out);
 }
 
 absl::Status Qcow2File::WriteHost(uint64_t offset,
@@ -267,19 +265,12 @@ absl::Status Qcow2File::WriteHost(uint64_t offset,
     return absl::FailedPreconditionError(
         absl::StrCat(md_->name, " is open read-only"));
   }
-  if (absl::Status s = WriteFully(fd_, offset, data, md_->name); !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = host_->Write(offset, data); !s.ok()) return s;
   md_->file_size = std::max(md_->file_size, offset + data.size());
   return absl::OkStatus();
 }
 
-absl::Status Qcow2File::Flush() {
-  if (fdatasync(fd_) != 0) {
-    return ErrnoError(errno, absl::StrCat("cannot flush ", md_->name));
-  }
-  return absl::OkStatus();
-}
+absl::Status Qcow2File::Flush() { return host_->Sync(); }
 
 absl::StatusOr<uint64_t> Qcow2File::AllocatedBytes() {
   const Qcow2Header& h = md_->header;

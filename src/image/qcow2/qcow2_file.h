@@ -1,10 +1,11 @@
 // Qcow2File: the synchronous driver of one qcow2 file: it opens the file's
 // metadata (header, L1 and refcount tables; Qcow2Metadata) and carries out
-// what the I/O-free core asks for with pread/pwrite/fdatasync on the
-// descriptor: it loads the tables MapVirtual and the allocator answer
-// NeedTable for, and it carries out WritePlans, turning each barrier into
-// an fdatasync. For the control path (create, info, tests); the request
-// path will drive the same core through engines.
+// what the I/O-free core asks for through its HostFile (host_file.h;
+// pread/pwrite/fdatasync on the descriptor unless an owner puts another
+// over the same file): it loads the tables MapVirtual and the allocator
+// answer NeedTable for, and it carries out WritePlans, turning each barrier
+// into a sync. For the control path (create, info, tests) and the
+// metadata steps of the request path (image/qcow2_state.h).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "image/qcow2/allocator.h"
+#include "image/qcow2/host_file.h"
 #include "image/qcow2/mapping.h"
 #include "image/qcow2/metadata.h"
 #include "image/qcow2/snapshot_table.h"
@@ -76,7 +78,15 @@ class Qcow2File {
   // Reads host bytes; past the end of the file they read as zeros.
   absl::Status ReadHost(uint64_t offset, std::span<uint8_t> out) const;
   absl::Status WriteHost(uint64_t offset, std::span<const uint8_t> data);
+  // Makes every WriteHost before it durable (HostFile::Sync).
   absl::Status Flush();
+
+  // From now on the file's I/O above goes through `host`, over the same
+  // file (a volatile cache's, image/volatile_host_file.h). Not while
+  // another thread uses the file.
+  void set_host_file(std::shared_ptr<HostFile> host) {
+    host_ = std::move(host);
+  }
 
   // Called on every table (L2 table, refcount block) read from the file
   // before it enters a cache, with its offset: an owner that keeps
@@ -98,8 +108,12 @@ class Qcow2File {
   static absl::StatusOr<std::unique_ptr<Qcow2File>> OpenOnce(
       int fd, const std::string& name, bool writable, size_t l2_cache_tables,
       uint64_t l2_cache_bytes, bool may_rebuild, const std::string& snapshot);
-  Qcow2File(int fd, bool writable, std::unique_ptr<Qcow2Metadata> md)
-      : fd_(fd), writable_(writable), md_(std::move(md)), allocator_(*md_) {}
+  Qcow2File(std::shared_ptr<HostFile> host, bool writable,
+            std::unique_ptr<Qcow2Metadata> md)
+      : host_(std::move(host)),
+        writable_(writable),
+        md_(std::move(md)),
+        allocator_(*md_) {}
   absl::Status Load(TableCache& cache, uint64_t offset);
   // Counts every cluster the metadata names and makes the refcounts say
   // so, then clears the dirty bit; returns the clusters in use.
@@ -111,7 +125,7 @@ class Qcow2File {
   absl::StatusOr<Answer> LoadingUntil(TableCache& cache, const char* cache_name,
                                       Step step);
 
-  const int fd_;
+  std::shared_ptr<HostFile> host_;
   const bool writable_;
   std::unique_ptr<Qcow2Metadata> md_;
   ClusterAllocator allocator_;
