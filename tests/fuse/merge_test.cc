@@ -134,6 +134,9 @@ INSTANTIATE_TEST_SUITE_P(MergeFrontends, MergeFioTest,
                          [](const auto& info) {
                            return FrontendTestName(info.param);
                          });
+// nvme: merged requests must stay gapless for PRPs (NeedsGaplessSegments).
+INSTANTIATE_TEST_SUITE_P(Nvme, MergeFioTest, ::testing::Values("nvme"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing
