@@ -134,7 +134,7 @@ INSTANTIATE_TEST_SUITE_P(MergeFrontends, MergeFioTest,
                          [](const auto& info) {
                            return FrontendTestName(info.param);
                          });
-// nvme: merged requests must stay gapless for PRPs (NeedsGaplessSegments).
+// nvme: a merged request goes as one command with a PRP list of its pages.
 INSTANTIATE_TEST_SUITE_P(Nvme, MergeFioTest, ::testing::Values("nvme"),
                          [](const auto& info) { return info.param; });
 
