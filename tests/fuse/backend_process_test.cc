@@ -362,6 +362,8 @@ TEST_P(BackendProcessFioTest, FioVerifies) {
 
 INSTANTIATE_TEST_SUITE_P(Frontends, BackendProcessFioTest,
                          ::testing::ValuesIn(AllFrontends()));
+INSTANTIATE_TEST_SUITE_P(Nvme, BackendProcessFioTest, ::testing::Values("nvme"),
+                         [](const auto& info) { return info.param; });
 
 // Unmount while fio writes: every write fio issued is answered, the
 // unmount finishes and no backend process stays.

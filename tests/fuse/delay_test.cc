@@ -359,6 +359,8 @@ INSTANTIATE_TEST_SUITE_P(Frontends, DelayTest,
                          [](const auto& info) {
                            return FrontendTestName(info.param);
                          });
+INSTANTIATE_TEST_SUITE_P(Nvme, DelayTest, ::testing::Values("nvme"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing

@@ -128,6 +128,11 @@ TEST(EngineFailureInlineTest, EnginesOnLentRingsAreLeftAlone) {
 INSTANTIATE_TEST_SUITE_P(FrontendsAndEngines, EngineFailureTest,
                          FrontendsTimesEngines({"uring", "sync"}),
                          FrontendEngineName);
+// nvme: the requests the failed engine held are answered with an error
+// status, and the new engine serves the queue pair.
+INSTANTIATE_TEST_SUITE_P(Nvme, EngineFailureTest,
+                         ::testing::Values(FrontendEngine("nvme", "uring")),
+                         FrontendEngineName);
 
 // --plug-us with the default --irq inline: a fio job that fills a 32-entry
 // ring (iodepth 64, a 2 ms plug) must not strand staged requests once

@@ -338,7 +338,8 @@ TEST_P(UnmountDuringIoTest, FinishesInFlightWritesWithoutTornBlocks) {
 INSTANTIATE_TEST_SUITE_P(
     Nvme, FioVerifyTest,
     ::testing::Values(std::make_tuple("nvme", "sync", "Bsrange4kTo1mRing32"),
-                      std::make_tuple("nvme", "uring", "Unaligned1000")),
+                      std::make_tuple("nvme", "uring", "Unaligned1000"),
+                      std::make_tuple("nvme", "uring", "Bsrange4kTo1m")),
     [](const auto& info) {
       return FrontendTestName(std::get<0>(info.param)) + "_" +
              std::get<1>(info.param) + "_" + std::get<2>(info.param);

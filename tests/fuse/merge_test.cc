@@ -134,6 +134,44 @@ INSTANTIATE_TEST_SUITE_P(MergeFrontends, MergeFioTest,
                          [](const auto& info) {
                            return FrontendTestName(info.param);
                          });
+// nvme: a merged request goes as one command with a PRP list of its pages.
+INSTANTIATE_TEST_SUITE_P(Nvme, MergeFioTest, ::testing::Values("nvme"),
+                         [](const auto& info) { return info.param; });
+
+// Sequential 512-byte writes: each lies at the start of a page of its own
+// and ends inside it. blkif's segments may leave such holes, so its
+// staging queue merges the writes; nvme's PRPs cannot describe a hole
+// (DriverRing::NeedsGaplessSegments), so none may merge there, and the
+// data must verify on both. `frontend` serves the mount.
+DiskStats SectorWritesOn(const std::string& frontend) {
+  TempDir dir;
+  const std::string image = dir.Path("disk0.img");
+  CreateImage(image, 16 * kMiB);
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", image, "--frontend", frontend, "--queues", "1",
+               "--ring-size", "32", "--engine", "sync"});
+  EXPECT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  if (!mount.ok()) return {};
+  ExpectFioClean(
+      RunCommand(FioCommand(mount.Path("disk0.img"),
+                            {"--rw=write", "--bs=512", "--iodepth=64",
+                             "--size=2M", "--verify=crc32c", "--do_verify=1"}),
+                 std::chrono::seconds(120)));
+  DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_EQ(stats["errors"], 0u) << frontend;
+  EXPECT_EQ(stats["invalid_reqs"], 0u) << frontend;
+  EXPECT_EQ(stats["fuse_writes"], 2 * kMiB / 512) << frontend;
+  return stats;
+}
+
+TEST(MergeGaplessTest, NvmeNeverMergesAcrossAHoleWhereBlkifDoes) {
+  PVDISK_REQUIRE_FIO();
+  DiskStats blkif = SectorWritesOn("blkif");
+  DiskStats nvme = SectorWritesOn("nvme");
+  EXPECT_GT(blkif["merges_write"], 0u) << "the job never let writes merge";
+  EXPECT_EQ(nvme["merges_write"], 0u);
+  EXPECT_EQ(nvme["reqs_write"], nvme["fuse_writes"]);
+}
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing

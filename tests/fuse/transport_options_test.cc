@@ -164,6 +164,11 @@ INSTANTIATE_TEST_SUITE_P(Frontends, QueueCountTest,
                          ::testing::Combine(::testing::ValuesIn(AllFrontends()),
                                             ::testing::Values(1, 4, 16)),
                          PairName<int>);
+// nvme: one queue pair per queue, 4 of them.
+INSTANTIATE_TEST_SUITE_P(Nvme, QueueCountTest,
+                         ::testing::Values(std::make_tuple(std::string("nvme"),
+                                                           4)),
+                         PairName<int>);
 
 // ---------------------------------------------------------------------------
 // --ring-size: the smallest ring and a large one verify with requests of up
@@ -410,6 +415,12 @@ INSTANTIATE_TEST_SUITE_P(Frontends, PersistentTest,
                          ::testing::Combine(::testing::ValuesIn(AllFrontends()),
                                             ::testing::Values("on", "off")),
                          PairName<std::string>);
+// nvme with pages mapped per request (PRP lists read through them too);
+// persistent grants are its default in the other nvme tests.
+INSTANTIATE_TEST_SUITE_P(Nvme, PersistentTest,
+                         ::testing::Values(std::make_tuple(std::string("nvme"),
+                                                           std::string("off"))),
+                         PairName<std::string>);
 
 // ---------------------------------------------------------------------------
 // --notify: verify, then random reads at iodepth 32. With event indexes the
@@ -508,6 +519,11 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("irq=inline", "irq=thread",
                                          "fuse-threads=1", "fuse-threads=8")),
     PairName<std::string>);
+// nvme: completions consumed by a completion thread.
+INSTANTIATE_TEST_SUITE_P(Nvme, ThreadingTest,
+                         ::testing::Values(std::make_tuple(
+                             std::string("nvme"), std::string("irq=thread"))),
+                         PairName<std::string>);
 
 // ---------------------------------------------------------------------------
 // --poll-us on a backend thread: a polling backend verifies, and at iodepth
@@ -541,6 +557,8 @@ TEST_P(PollTest, VerifiesAndPollsFindWork) {
 
 INSTANTIATE_TEST_SUITE_P(Frontends, PollTest,
                          ::testing::ValuesIn(AllFrontends()), FrontendName);
+INSTANTIATE_TEST_SUITE_P(Nvme, PollTest, ::testing::Values("nvme"),
+                         FrontendName);
 
 // ---------------------------------------------------------------------------
 // --queue-map thread / round-robin (offset, the default, is everywhere
@@ -577,6 +595,11 @@ INSTANTIATE_TEST_SUITE_P(Frontends, QueueMapTest,
                                             ::testing::Values("thread",
                                                               "round-robin")),
                          PairName<std::string>);
+// nvme: round-robin, which must reach every queue pair.
+INSTANTIATE_TEST_SUITE_P(Nvme, QueueMapTest,
+                         ::testing::Values(std::make_tuple(
+                             std::string("nvme"), std::string("round-robin"))),
+                         PairName<std::string>);
 
 // ---------------------------------------------------------------------------
 // --backend-threads: two backend threads share four queues.
@@ -604,6 +627,8 @@ TEST_P(BackendThreadsTest, TwoThreadsServeFourQueues) {
 
 INSTANTIATE_TEST_SUITE_P(Frontends, BackendThreadsTest,
                          ::testing::ValuesIn(AllFrontends()), FrontendName);
+INSTANTIATE_TEST_SUITE_P(Nvme, BackendThreadsTest, ::testing::Values("nvme"),
+                         FrontendName);
 
 // ---------------------------------------------------------------------------
 // Rings larger than blkif allows: `pvdisk mount --help` promises virtio

@@ -368,6 +368,8 @@ INSTANTIATE_TEST_SUITE_P(Frontends, WriteOrderTest,
                          [](const auto& info) {
                            return FrontendTestName(info.param);
                          });
+INSTANTIATE_TEST_SUITE_P(Nvme, WriteOrderTest, ::testing::Values("nvme"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing

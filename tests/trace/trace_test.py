@@ -112,6 +112,37 @@ class Mounted(unittest.TestCase):
         result = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]
         return result["read"]["total_ios"] + result["write"]["total_ios"]
 
+    def perfetto_trace(self):
+        """Traces fio's random 4 KiB I/O in the perfetto format; checks that
+        every I/O is one request whose steps, backend's included, are in
+        order; returns the trace's path."""
+        trace = self.start_trace("--format", "perfetto")
+        ios = self.fio("--rw=randrw", "--iodepth=16", "--size=64M",
+                       "--io_size=4M")
+        self.stop_trace(trace)
+        path = os.path.join(self.out, "disk0.img.perfetto.json")
+        with open(path) as f:
+            doc = json.load(f)
+        self.assertEqual(doc["otherData"]["lost_events"], "0")
+        events = doc["traceEvents"]
+        by_request = {}
+        outer = 0
+        for e in events:
+            for key in ("ph", "ts", "pid", "tid"):
+                self.assertIn(key, e)
+            if e["ph"] in ("b", "e"):
+                by_request.setdefault((e["pid"], e["id"]), []).append(e)
+                outer += e["ph"] == "b" and e["name"] not in STAGES
+        self.assertEqual(outer, ios)
+        for request in by_request.values():
+            times = [e["ts"] for e in request]
+            self.assertEqual(times, sorted(times), request)
+            names = {e["name"] for e in request}
+            self.assertTrue({"staging", "backend take", "engine",
+                             "completion", "reply"} <= names, names)
+        self.assertTrue(any(e["ph"] == "i" for e in events))
+        return path
+
     def blkparse_actions(self):
         """The action letter of every event blkparse prints."""
         p = subprocess.run(["blkparse", "-i", "disk0.img", "-D", self.out],
@@ -195,37 +226,23 @@ class PerfettoTest(Mounted):
 
     def test_json_and_png(self):
         need("fio", "gnuplot")
-        trace = self.start_trace("--format", "perfetto")
-        ios = self.fio("--rw=randrw", "--iodepth=16", "--size=64M",
-                       "--io_size=4M")
-        self.stop_trace(trace)
-        path = os.path.join(self.out, "disk0.img.perfetto.json")
-        with open(path) as f:
-            doc = json.load(f)
-        self.assertEqual(doc["otherData"]["lost_events"], "0")
-        events = doc["traceEvents"]
-        by_request = {}
-        outer = 0
-        for e in events:
-            for key in ("ph", "ts", "pid", "tid"):
-                self.assertIn(key, e)
-            if e["ph"] in ("b", "e"):
-                by_request.setdefault((e["pid"], e["id"]), []).append(e)
-                outer += e["ph"] == "b" and e["name"] not in STAGES
-        self.assertEqual(outer, ios)
-        for request in by_request.values():
-            times = [e["ts"] for e in request]
-            self.assertEqual(times, sorted(times), request)
-            names = {e["name"] for e in request}
-            self.assertTrue({"staging", "engine", "reply"} <= names, names)
-        self.assertTrue(any(e["ph"] == "i" for e in events))
-
+        path = self.perfetto_trace()
         png = os.path.join(self.dir, "trace.png")
         p = subprocess.run([os.path.join(REPO, "bench", "trace_plot"), path,
                             "-o", png], text=True, capture_output=True,
                            timeout=60)
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertTrue(report.is_png(png))
+
+
+class NvmeTraceTest(Mounted):
+    """nvme's device side knows a request by its command id: the backend's
+    steps (take, engine, completion) must still join the request's."""
+    MOUNT_FLAGS = ["--frontend", "nvme"]
+
+    def test_backend_steps_join_their_requests(self):
+        need("fio")
+        self.perfetto_trace()
 
 
 class BadInputTest(Mounted):
@@ -280,7 +297,8 @@ def main():
     need()
     which = sys.argv[2] if len(sys.argv) > 2 else None
     classes = {"blktrace": BlktraceTest, "merges": MergesTest,
-               "perfetto": PerfettoTest, "bad_input": BadInputTest}
+               "perfetto": PerfettoTest, "nvme": NvmeTraceTest,
+               "bad_input": BadInputTest}
     if which not in classes:
         print("usage: trace_test.py BUILD_DIR {%s}" % ",".join(classes))
         return 2

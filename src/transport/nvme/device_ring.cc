@@ -12,7 +12,8 @@ namespace {
 
 using namespace nvme;  // NOLINT: the protocol's own names
 
-constexpr uint64_t kHoldsId = uint64_t{1} << 16;
+// Above the 32 bits a trace takes as the ring request id (the command id).
+constexpr uint64_t kHoldsId = uint64_t{1} << 32;
 
 // The phase tag of the completion at free-running position `position`: 1
 // on the first lap.

@@ -20,7 +20,7 @@
 // hint and is answered at once (kAnswered).
 //
 // DeviceRequest::id is the command id (bits 0-15) and whether the request
-// holds it (bit 16) and frees it when answered.
+// holds it (bit 32) and frees it when answered.
 //
 // Notifications: the device arms the SQ EventIdx (event-idx) before it
 // sleeps; it interrupts by the driver's CQ EventIdx (event-idx) or always,

@@ -39,10 +39,6 @@ NvmeDriverRing::NvmeDriverRing(uint8_t* ring_memory, uint32_t size,
   // Zero: every doorbell and EventIdx at position 0 ("notify at the first
   // entry", as a zeroed virtio event index), no completion in phase 1.
   std::memset(ring_memory, 0, q_.layout().bytes);
-  free_command_ids_.reserve(size);
-  for (uint32_t id = size; id-- > 0;) {
-    free_command_ids_.push_back(static_cast<uint16_t>(id));
-  }
   FullBarrier();
 }
 
@@ -53,9 +49,8 @@ uint64_t NvmeDriverRing::MaxRangeSectors(BlockOp op) const {
 }
 
 void NvmeDriverRing::Write(const RingRequest& request) {
-  assert(in_flight_ < size_ - 1 && !free_command_ids_.empty());
-  const uint16_t command_id = free_command_ids_.back();
-  free_command_ids_.pop_back();
+  const uint16_t command_id = static_cast<uint16_t>(request.id & mask_);
+  assert(in_flight_ < size_ - 1 && request_of_[command_id] == kNoRequest);
   Command command{};
   command.command_id = command_id;
   command.nsid = kNamespaceId;
@@ -139,7 +134,6 @@ int NvmeDriverRing::ConsumeResponses(
     }
     const uint32_t request = request_of_[c.command_id];
     request_of_[c.command_id] = kNoRequest;
-    free_command_ids_.push_back(c.command_id);
     ++cq_head_;
     --in_flight_;
     ++consumed;

@@ -3,8 +3,11 @@
 // A request becomes one command in the SQ: Read, Write (data by PRPs or
 // SGLs, data_pointer.h), Flush, Write Zeroes, or Dataset Management with
 // the deallocate attribute for a discard (one range, in the request id's
-// first table page). Its command id is a free id 0 .. size - 1 of the
-// ring's own, mapped back to the request id when its completion comes.
+// first table page). Its command id is the request id modulo the queue
+// size (REQUIRES: no two requests in flight share it; FrontendQueue's ids
+// are below the size, so the command id is the request id and a trace
+// follows the request through the device), mapped back to the request id
+// when its completion comes.
 //
 // Flow control: at most size - 1 commands in flight (written and not yet
 // consumed), which bounds both the SQ's and the CQ's occupancy, so the
@@ -65,7 +68,6 @@ class NvmeDriverRing final : public DriverRing {
   uint32_t sq_published_ = 0;
   uint32_t cq_head_ = 0;
   uint32_t in_flight_ = 0;
-  std::vector<uint16_t> free_command_ids_;
   std::vector<uint32_t> request_of_;  // by command id
 };
 
