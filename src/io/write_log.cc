@@ -1,6 +1,8 @@
 #include "io/write_log.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,28 +59,58 @@ int PwritevAll(int fd, uint64_t offset, iovec* iov, int count) {
 
 absl::StatusOr<std::shared_ptr<WriteLog>> WriteLog::Create(
     const std::string& path) {
-  const int fd =
-      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return ErrnoError(errno, absl::StrCat("cannot write the write log ", path));
+  auto cannot = [&path](int error, const std::string& why) {
+    return ErrnoError(error,
+                      absl::StrCat("cannot write the write log ", path, why));
+  };
+  struct stat st = {};
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return cannot(EISDIR, "");
   }
-  std::shared_ptr<WriteLog> log(new WriteLog(path, fd));
+  const size_t slash = path.rfind('/');
+  const std::string folder =
+      slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string base =
+      slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string temp = absl::StrCat(slash == std::string::npos ? "" : folder, ".",
+                                  base, ".pvdisk-XXXXXX");
+  const int fd = mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0) {
+    return cannot(errno, absl::StrCat(": no new file can be made in ", folder));
+  }
+  fchmod(fd, 0644);  // as a file made by open(2) under the usual umask
+  std::shared_ptr<WriteLog> log(new WriteLog(path, temp, fd));
   std::lock_guard<std::mutex> lock(log->mu_);
   if (const int rc = log->WriteSuperLocked(); rc < 0) {
-    return ErrnoError(-rc, absl::StrCat("cannot write the write log ", path));
+    return cannot(-rc, "");  // the log's destructor removes the file
   }
   log->end_ = kSector;
   return log;
 }
 
-WriteLog::WriteLog(std::string path, int fd)
-    : path_(std::move(path)), fd_(fd) {}
+absl::Status WriteLog::Publish() {
+  if (published_.load(std::memory_order_acquire)) return absl::OkStatus();
+  if (rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    return ErrnoError(errno, absl::StrCat("the write log ", temp_path_,
+                                          " cannot be renamed to ", path_));
+  }
+  published_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+WriteLog::WriteLog(std::string path, std::string temp_path, int fd)
+    : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd) {}
 
 WriteLog::~WriteLog() {
-  if (absl::Status closed = Close(); !closed.ok()) {
-    LogInfo("%s", closed.message());
+  const bool published = published_.load(std::memory_order_acquire);
+  if (published) {
+    if (absl::Status closed = Close(); !closed.ok()) {
+      LogInfo("%s", closed.message());
+    }
   }
   close(fd_);
+  // Never published: the disk never served, and nothing of it is left.
+  if (!published) unlink(temp_path_.c_str());
 }
 
 int WriteLog::WriteSuperLocked() {

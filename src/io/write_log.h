@@ -40,10 +40,16 @@ struct WriteLogCounts {
 
 class WriteLog {
  public:
-  // Creates (or truncates) `path` and writes an empty log's superblock.
-  // The error names the file and why it cannot be written.
+  // Writes an empty log's superblock to a new file beside `path` (a
+  // hidden temporary name in the same folder), so that nothing at `path`
+  // changes until Publish(). The error names the file and why it cannot be
+  // written (`path` a folder, the folder not writable).
   static absl::StatusOr<std::shared_ptr<WriteLog>> Create(
       const std::string& path);
+  // Once the disk serves: renames the log to `path`, replacing a file
+  // there (as a shell's `>` would, but only now). A log never published
+  // (the mount failed) is removed when it is destroyed. Idempotent.
+  absl::Status Publish();
   ~WriteLog();
   WriteLog(const WriteLog&) = delete;
   WriteLog& operator=(const WriteLog&) = delete;
@@ -73,7 +79,7 @@ class WriteLog {
   std::string failed() const;
 
  private:
-  WriteLog(std::string path, int fd);
+  WriteLog(std::string path, std::string temp_path, int fd);
   // Appends one entry (header sector, then `data`) at the end. REQUIRES mu_.
   int AppendLocked(uint64_t sector, uint64_t nr_sectors, uint64_t flags,
                    std::string_view mark, const iovec* data, int data_count);
@@ -81,7 +87,9 @@ class WriteLog {
   void FailLocked(int error, const char* what);
 
   const std::string path_;
+  const std::string temp_path_;  // the file's name until Publish()
   const int fd_;
+  std::atomic<bool> published_{false};
   mutable std::mutex mu_;
   uint64_t end_ = 0;         // where the next entry goes; guarded by mu_
   uint64_t nr_entries_ = 0;  // guarded by mu_

@@ -9,8 +9,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "io/write_log_reader.h"
@@ -66,10 +69,22 @@ bool AllZero(const std::string& bytes, size_t from, size_t to) {
   return true;
 }
 
+// A log at `path`, as a disk that serves has it: created, then published.
+absl::StatusOr<std::shared_ptr<WriteLog>> CreatePublished(
+    const std::string& path) {
+  auto log = WriteLog::Create(path);
+  if (log.ok()) {
+    if (absl::Status published = (*log)->Publish(); !published.ok()) {
+      return published;
+    }
+  }
+  return log;
+}
+
 TEST(WriteLogTest, BytesFollowTheDmLogWritesLayout) {
   TempDir dir;
   const std::string path = dir.File("disk.log");
-  auto log = WriteLog::Create(path);
+  auto log = CreatePublished(path);
   ASSERT_TRUE(log.ok()) << log.status();
   // A write of two sectors at byte 4096 from two buffers, a discard of 8
   // sectors at byte 8192, a flush, a mark, and the end.
@@ -125,7 +140,7 @@ TEST(WriteLogTest, BytesFollowTheDmLogWritesLayout) {
 TEST(WriteLogTest, SuperblockCountsEntriesAtFlushesAndMarks) {
   TempDir dir;
   const std::string path = dir.File("disk.log");
-  auto log = WriteLog::Create(path);
+  auto log = CreatePublished(path);
   ASSERT_TRUE(log.ok()) << log.status();
   EXPECT_EQ(Le64(WholeFile(path), 16), 0u);
   std::string data(4096, 'x');
@@ -141,7 +156,7 @@ TEST(WriteLogTest, SuperblockCountsEntriesAtFlushesAndMarks) {
 
 TEST(WriteLogTest, MarkNamesAreChecked) {
   TempDir dir;
-  auto log = WriteLog::Create(dir.File("disk.log"));
+  auto log = CreatePublished(dir.File("disk.log"));
   ASSERT_TRUE(log.ok()) << log.status();
   EXPECT_FALSE((*log)->AppendMark("").ok());
   EXPECT_FALSE((*log)->AppendMark("two words").ok());
@@ -157,10 +172,56 @@ TEST(WriteLogTest, AnUnwritableLogIsRefusedNamingIt) {
       << log.status();
 }
 
+// The names in `folder`.
+std::vector<std::string> FolderNames(const std::string& folder) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(WriteLogTest, AnUnpublishedLogLeavesNothingAndTheFileThereAlone) {
+  TempDir dir;
+  const std::string path = dir.File("disk.log");
+  WriteFile(path, 1000, 'o');
+  {
+    auto log = WriteLog::Create(path);
+    ASSERT_TRUE(log.ok()) << log.status();
+    std::string data(4096, 'x');
+    iovec iov{data.data(), data.size()};
+    ASSERT_EQ((*log)->AppendWrite(0, &iov, 1, 4096), 0);
+    ASSERT_EQ((*log)->AppendFlush(), 0);
+    EXPECT_EQ(WholeFile(path), std::string(1000, 'o'));
+    EXPECT_EQ(FolderNames(dir.path()).size(), 2u);  // the log, hidden
+  }
+  // Destroyed without serving: the file there is untouched, nothing else.
+  EXPECT_EQ(WholeFile(path), std::string(1000, 'o'));
+  EXPECT_EQ(FolderNames(dir.path()), std::vector<std::string>{"disk.log"});
+  // Published, the log takes the file's place.
+  {
+    auto log = CreatePublished(path);
+    ASSERT_TRUE(log.ok()) << log.status();
+    ASSERT_TRUE((*log)->Close().ok());
+  }
+  EXPECT_EQ(Le64(WholeFile(path), 0), 0x6a736677736872ull);
+  EXPECT_EQ(FolderNames(dir.path()), std::vector<std::string>{"disk.log"});
+}
+
+TEST(WriteLogTest, AFolderIsNoLog) {
+  TempDir dir;
+  auto log = WriteLog::Create(dir.path());
+  ASSERT_FALSE(log.ok());
+  EXPECT_NE(log.status().message().find(dir.path()), std::string::npos)
+      << log.status();
+  EXPECT_TRUE(FolderNames(dir.path()).empty());
+}
+
 // A log of a write of 'w' over sectors 2..3 and a flush, read back.
 std::string MakeSmallLog(const TempDir& dir) {
   const std::string path = dir.File("small.log");
-  auto log = WriteLog::Create(path);
+  auto log = CreatePublished(path);
   EXPECT_TRUE(log.ok()) << log.status();
   std::string data(1024, 'w');
   iovec iov{data.data(), data.size()};
