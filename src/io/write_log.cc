@@ -3,13 +3,17 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -27,7 +31,7 @@ constexpr uint64_t kSector = kWriteLogSectorSize;
 constexpr char kEndMark[] = "dm-log-writes-end";
 
 // Zeros to pad a write's data to whole sectors.
-const uint8_t kZeros[kSector] = {};
+alignas(4096) const uint8_t kZeros[kSector] = {};
 
 // Writes all of `iov` at `offset`, in pieces of at most IOV_MAX iovecs and
 // again after short writes. Returns 0 or a negative errno. Modifies `iov`.
@@ -55,6 +59,45 @@ int PwritevAll(int fd, uint64_t offset, iovec* iov, int count) {
   return 0;
 }
 
+// Whether `fd` takes O_DIRECT writes of whole 512-byte sectors from
+// 512-aligned buffers; if so it is left open with O_DIRECT.
+bool TryDirect(int fd) {
+  struct statx stx = {};
+  if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) != 0 ||
+      (stx.stx_mask & STATX_DIOALIGN) == 0 || stx.stx_dio_offset_align == 0 ||
+      stx.stx_dio_offset_align > kSector || stx.stx_dio_mem_align > kSector) {
+    return false;
+  }
+  const int flags = fcntl(fd, F_GETFL);
+  return flags >= 0 && fcntl(fd, F_SETFL, flags | O_DIRECT) == 0;
+}
+
+// Whether O_DIRECT takes `data` as it is: whole sectors at 512-aligned
+// addresses.
+bool SectorAligned(const iovec* data, int count) {
+  for (int i = 0; i < count; ++i) {
+    if (((reinterpret_cast<uintptr_t>(data[i].iov_base) | data[i].iov_len) &
+         (kSector - 1)) != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Writes the superblock of a log of `nr_entries` entries. 0 or -errno.
+int WriteSuperblock(int fd, uint64_t nr_entries) {
+  alignas(4096) uint8_t sector[kSector] = {};
+  WriteLogSuper super{kWriteLogMagic, kWriteLogVersion, nr_entries,
+                      kWriteLogSectorSize};
+  std::memcpy(sector, &super, sizeof(super));
+  iovec iov{sector, sizeof(sector)};
+  return PwritevAll(fd, 0, &iov, 1);
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<WriteLog>> WriteLog::Create(
@@ -79,11 +122,20 @@ absl::StatusOr<std::shared_ptr<WriteLog>> WriteLog::Create(
     return cannot(errno, absl::StrCat(": no new file can be made in ", folder));
   }
   fchmod(fd, 0644);  // as a file made by open(2) under the usual umask
-  std::shared_ptr<WriteLog> log(new WriteLog(path, temp, fd));
-  std::lock_guard<std::mutex> lock(log->mu_);
-  if (const int rc = log->WriteSuperLocked(); rc < 0) {
-    return cannot(-rc, "");  // the log's destructor removes the file
+  bool direct = TryDirect(fd);
+  // The empty log's superblock; a file system that refuses the direct
+  // write after all is written through the page cache.
+  int rc = WriteSuperblock(fd, 0);
+  if (rc == -EINVAL && direct) {
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_DIRECT) == 0) {
+      direct = false;
+      rc = WriteSuperblock(fd, 0);
+    }
   }
+  // Owns the file from here: removes it unless published.
+  std::shared_ptr<WriteLog> log(new WriteLog(path, temp, fd, direct));
+  if (rc < 0) return cannot(-rc, "");
   log->end_ = kSector;
   return log;
 }
@@ -98,8 +150,11 @@ absl::Status WriteLog::Publish() {
   return absl::OkStatus();
 }
 
-WriteLog::WriteLog(std::string path, std::string temp_path, int fd)
-    : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd) {}
+WriteLog::WriteLog(std::string path, std::string temp_path, int fd, bool direct)
+    : path_(std::move(path)),
+      temp_path_(std::move(temp_path)),
+      fd_(fd),
+      direct_(direct) {}
 
 WriteLog::~WriteLog() {
   const bool published = published_.load(std::memory_order_acquire);
@@ -113,32 +168,69 @@ WriteLog::~WriteLog() {
   if (!published) unlink(temp_path_.c_str());
 }
 
-int WriteLog::WriteSuperLocked() {
-  uint8_t sector[kSector] = {};
-  WriteLogSuper super{kWriteLogMagic, kWriteLogVersion, nr_entries_,
-                      kWriteLogSectorSize};
-  std::memcpy(sector, &super, sizeof(super));
-  iovec iov{sector, sizeof(sector)};
-  return PwritevAll(fd_, 0, &iov, 1);
-}
-
 void WriteLog::FailLocked(int error, const char* what) {
   if (!failed_.empty()) return;
   failed_ = absl::StrCat(what, " of the write log ", path_,
                          " failed: ", std::strerror(error),
-                         "; logging stopped after ", nr_entries_, " entries");
+                         "; logging stopped after ",
+                         std::min(failed_seq_, nr_entries_), " entries");
   LogInfo("%s", failed_);
 }
 
-int WriteLog::AppendLocked(uint64_t sector, uint64_t nr_sectors, uint64_t flags,
-                           std::string_view mark, const iovec* data,
-                           int data_count) {
-  if (closed_ || !failed_.empty()) return -EIO;
-  uint8_t header[kSector] = {};
+int WriteLog::Append(uint64_t sector, uint64_t nr_sectors, uint64_t flags,
+                     std::string_view mark, const iovec* data, int data_count,
+                     uint64_t* seq, bool closing) {
+  uint64_t data_bytes = 0;
+  for (int i = 0; i < data_count; ++i) data_bytes += data[i].iov_len;
+  const uint64_t bytes =
+      kSector + (data_bytes + kSector - 1) / kSector * kSector;
+  Slot slot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if ((closed_ && !closing) || !failed_.empty()) return -EIO;
+    slot = Slot{nr_entries_++, end_};
+    end_ += bytes;
+    writing_.insert(slot.seq);
+  }
+  alignas(4096) uint8_t header[kSector] = {};
   WriteLogEntry entry{sector, nr_sectors, flags, mark.size()};
   std::memcpy(header, &entry, sizeof(entry));
   std::memcpy(header + sizeof(entry), mark.data(), mark.size());
-  // The header, the data, and zeros up to a whole sector.
+  const int rc = WriteEntry(slot, bytes, header, data, data_count, data_bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  writing_.erase(slot.seq);
+  if (rc < 0) {
+    failed_seq_ = std::min(failed_seq_, slot.seq);
+    FailLocked(-rc, "an append");
+  } else {
+    entries_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  if (waiters_ > 0) written_cv_.notify_all();
+  *seq = slot.seq;
+  return rc;
+}
+
+int WriteLog::WriteEntry(const Slot& slot, uint64_t bytes,
+                         const uint8_t* header, const iovec* data,
+                         int data_count, uint64_t data_bytes) {
+  if (direct_ && !SectorAligned(data, data_count)) {
+    // O_DIRECT cannot take these buffers: one aligned copy of the entry.
+    std::unique_ptr<uint8_t, FreeDeleter> copy(static_cast<uint8_t*>(
+        std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)));
+    if (copy == nullptr) return -ENOMEM;
+    std::memcpy(copy.get(), header, kSector);
+    uint64_t at = kSector;
+    for (int i = 0; i < data_count; ++i) {
+      std::memcpy(copy.get() + at, data[i].iov_base, data[i].iov_len);
+      at += data[i].iov_len;
+    }
+    std::memset(copy.get() + at, 0, bytes - at);
+    iovec iov{copy.get(), bytes};
+    return PwritevAll(fd_, slot.at, &iov, 1);
+  }
+  // The header, the data, and zeros up to a whole sector (only where the
+  // data is not whole sectors, so never on the direct way).
   constexpr int kOnStack = 64;
   iovec stack[kOnStack];
   std::vector<iovec> heap;
@@ -148,47 +240,52 @@ int WriteLog::AppendLocked(uint64_t sector, uint64_t nr_sectors, uint64_t flags,
     iov = heap.data();
   }
   int count = 0;
-  iov[count++] = iovec{header, sizeof(header)};
-  uint64_t data_bytes = 0;
-  for (int i = 0; i < data_count; ++i) {
-    iov[count++] = data[i];
-    data_bytes += data[i].iov_len;
-  }
+  iov[count++] = iovec{const_cast<uint8_t*>(header), kSector};
+  for (int i = 0; i < data_count; ++i) iov[count++] = data[i];
   if (const uint64_t tail = data_bytes % kSector; tail != 0) {
     iov[count++] = iovec{const_cast<uint8_t*>(kZeros), kSector - tail};
-    data_bytes += kSector - tail;
   }
-  const uint64_t bytes = kSector + data_bytes;
-  if (const int rc = PwritevAll(fd_, end_, iov, count); rc < 0) {
-    FailLocked(-rc, "an append");
-    return rc;
+  return PwritevAll(fd_, slot.at, iov, count);
+}
+
+int WriteLog::UpdateSuper(uint64_t seq) {
+  uint64_t count;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++waiters_;
+    written_cv_.wait(
+        lock, [&] { return writing_.empty() || *writing_.begin() > seq; });
+    --waiters_;
+    count = writing_.empty() ? nr_entries_ : *writing_.begin();
+    count = std::min(count, failed_seq_);
   }
-  end_ += bytes;
-  ++nr_entries_;
-  entries_.fetch_add(1, std::memory_order_relaxed);
-  bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(super_mu_);
+  if (count <= super_entries_) return 0;
+  if (const int rc = WriteSuperblock(fd_, count); rc < 0) return rc;
+  super_entries_ = count;
   return 0;
 }
 
 int WriteLog::AppendWrite(uint64_t offset, const iovec* iov, int iov_count,
                           uint64_t length) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return AppendLocked(offset / kSector, (length + kSector - 1) / kSector, 0, {},
-                      iov, iov_count);
+  uint64_t seq;
+  return Append(offset / kSector, (length + kSector - 1) / kSector, 0, {}, iov,
+                iov_count, &seq);
 }
 
 int WriteLog::AppendDiscard(uint64_t offset, uint64_t length) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return AppendLocked(offset / kSector, length / kSector, kLogDiscard, {},
-                      nullptr, 0);
+  uint64_t seq;
+  return Append(offset / kSector, length / kSector, kLogDiscard, {}, nullptr, 0,
+                &seq);
 }
 
 int WriteLog::AppendFlush() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (const int rc = AppendLocked(0, 0, kLogFlush, {}, nullptr, 0); rc < 0) {
+  uint64_t seq;
+  if (const int rc = Append(0, 0, kLogFlush, {}, nullptr, 0, &seq); rc < 0) {
     return rc;
   }
-  if (const int rc = WriteSuperLocked(); rc < 0) {
+  if (const int rc = UpdateSuper(seq); rc < 0) {
+    std::lock_guard<std::mutex> lock(mu_);
     FailLocked(-rc, "the superblock's update");
     return rc;
   }
@@ -203,14 +300,18 @@ absl::Status WriteLog::AppendMark(std::string_view name) {
         "a mark's name is 1 to ", kMaxMarkLength,
         " printable characters without spaces, not '", std::string(name), "'"));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!failed_.empty()) return absl::FailedPreconditionError(failed_);
-  if (closed_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the write log ", path_, " is closed"));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.empty()) return absl::FailedPreconditionError(failed_);
+    if (closed_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the write log ", path_, " is closed"));
+    }
   }
-  if (int rc = AppendLocked(0, 0, kLogMark, name, nullptr, 0);
-      rc < 0 || (rc = WriteSuperLocked()) < 0) {
+  uint64_t seq;
+  if (int rc = Append(0, 0, kLogMark, name, nullptr, 0, &seq);
+      rc < 0 || (rc = UpdateSuper(seq)) < 0) {
+    std::lock_guard<std::mutex> lock(mu_);
     FailLocked(-rc, "a mark");
     return ErrnoError(-rc, absl::StrCat("cannot write the write log ", path_));
   }
@@ -218,19 +319,26 @@ absl::Status WriteLog::AppendMark(std::string_view name) {
 }
 
 absl::Status WriteLog::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (closed_) return absl::OkStatus();
-  if (failed_.empty()) {
-    if (int rc = AppendLocked(0, 0, kLogMark, kEndMark, nullptr, 0);
-        rc < 0 || (rc = WriteSuperLocked()) < 0) {
+  bool failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return absl::OkStatus();
+    closed_ = true;  // no append after the end mark
+    failed = !failed_.empty();
+  }
+  if (!failed) {
+    uint64_t seq;
+    if (int rc = Append(0, 0, kLogMark, kEndMark, nullptr, 0, &seq, true);
+        rc < 0 || (rc = UpdateSuper(seq)) < 0) {
+      std::lock_guard<std::mutex> lock(mu_);
       FailLocked(-rc, "the end");
     }
   }
-  closed_ = true;
   if (fdatasync(fd_) != 0) {
     return ErrnoError(errno,
                       absl::StrCat("fdatasync of the write log ", path_));
   }
+  std::lock_guard<std::mutex> lock(mu_);
   if (!failed_.empty()) return absl::DataLossError(failed_);
   return absl::OkStatus();
 }

@@ -11,8 +11,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -23,6 +25,7 @@
 namespace pvdisk::io {
 namespace {
 
+using testing::AlignedBuffer;
 using testing::ReadFileRange;
 using testing::TempDir;
 using testing::WriteFile;
@@ -170,6 +173,59 @@ TEST(WriteLogTest, AnUnwritableLogIsRefusedNamingIt) {
   EXPECT_NE(log.status().message().find("/nonexistent-dir/disk.log"),
             std::string::npos)
       << log.status();
+}
+
+// Threads append side by side, from 512-aligned buffers (written as they
+// are) and from unaligned ones (copied), with flushes between; every entry
+// reads back whole with its own data, and the superblock counts them all.
+TEST(WriteLogTest, ThreadsAppendSideBySideAndEveryEntryIsWhole) {
+  TempDir dir;
+  const std::string path = dir.File("disk.log");
+  auto log = CreatePublished(path);
+  ASSERT_TRUE(log.ok()) << log.status();
+  constexpr int kThreads = 4;
+  constexpr int kWrites = 150;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&log, t] {
+      AlignedBuffer aligned(64 * 1024);
+      std::string unaligned(64 * 1024 + 1, '\0');
+      for (int i = 0; i < kWrites; ++i) {
+        const uint64_t length = 512 * (1 + (i * 7 + t) % 128);
+        const char fill = static_cast<char>(1 + (t * kWrites + i) % 250);
+        char* data = i % 3 == 0 ? unaligned.data() + 1 : aligned.data();
+        std::memset(data, fill, length);
+        iovec iov{data, length};
+        const uint64_t sector = static_cast<uint64_t>(t * kWrites + i);
+        EXPECT_EQ((*log)->AppendWrite(sector * 512, &iov, 1, length), 0);
+        if (i % 10 == 9) {
+          EXPECT_EQ((*log)->AppendFlush(), 0);
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  ASSERT_TRUE((*log)->Close().ok());
+  auto index = ReadWriteLogIndex(path);
+  ASSERT_TRUE(index.ok()) << index.status();
+  const int flushes = kThreads * (kWrites / 10);
+  ASSERT_EQ(index->entries.size(),
+            static_cast<size_t>(kThreads * kWrites + flushes + 1));
+  const std::string bytes = WholeFile(path);
+  int writes = 0;
+  for (const WriteLogRecord& entry : index->entries) {
+    if (entry.flags != 0) continue;
+    ++writes;
+    const int t = static_cast<int>(entry.sector / kWrites);
+    const int i = static_cast<int>(entry.sector % kWrites);
+    const uint64_t length = 512 * (1 + (i * 7 + t) % 128);
+    const char fill = static_cast<char>(1 + (t * kWrites + i) % 250);
+    ASSERT_EQ(entry.data_bytes, length) << entry.sector;
+    EXPECT_TRUE(bytes.substr(entry.data_offset, length) ==
+                std::string(length, fill))
+        << "entry of sector " << entry.sector;
+  }
+  EXPECT_EQ(writes, kThreads * kWrites);
 }
 
 // The names in `folder`.
