@@ -31,7 +31,7 @@ constexpr uint64_t kSector = kWriteLogSectorSize;
 constexpr char kEndMark[] = "dm-log-writes-end";
 
 // Zeros to pad a write's data to whole sectors.
-alignas(4096) const uint8_t kZeros[kSector] = {};
+const uint8_t kZeros[kSector] = {};
 
 // Writes all of `iov` at `offset`, in pieces of at most IOV_MAX iovecs and
 // again after short writes. Returns 0 or a negative errno. Modifies `iov`.
@@ -59,44 +59,15 @@ int PwritevAll(int fd, uint64_t offset, iovec* iov, int count) {
   return 0;
 }
 
-// Whether `fd` takes O_DIRECT writes of whole 512-byte sectors from
-// 512-aligned buffers; if so it is left open with O_DIRECT.
-bool TryDirect(int fd) {
-  struct statx stx = {};
-  if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) != 0 ||
-      (stx.stx_mask & STATX_DIOALIGN) == 0 || stx.stx_dio_offset_align == 0 ||
-      stx.stx_dio_offset_align > kSector || stx.stx_dio_mem_align > kSector) {
-    return false;
-  }
-  const int flags = fcntl(fd, F_GETFL);
-  return flags >= 0 && fcntl(fd, F_SETFL, flags | O_DIRECT) == 0;
-}
-
-// Whether O_DIRECT takes `data` as it is: whole sectors at 512-aligned
-// addresses.
-bool SectorAligned(const iovec* data, int count) {
-  for (int i = 0; i < count; ++i) {
-    if (((reinterpret_cast<uintptr_t>(data[i].iov_base) | data[i].iov_len) &
-         (kSector - 1)) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Writes the superblock of a log of `nr_entries` entries. 0 or -errno.
 int WriteSuperblock(int fd, uint64_t nr_entries) {
-  alignas(4096) uint8_t sector[kSector] = {};
+  uint8_t sector[kSector] = {};
   WriteLogSuper super{kWriteLogMagic, kWriteLogVersion, nr_entries,
                       kWriteLogSectorSize};
   std::memcpy(sector, &super, sizeof(super));
   iovec iov{sector, sizeof(sector)};
   return PwritevAll(fd, 0, &iov, 1);
 }
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
 
 }  // namespace
 
@@ -122,19 +93,9 @@ absl::StatusOr<std::shared_ptr<WriteLog>> WriteLog::Create(
     return cannot(errno, absl::StrCat(": no new file can be made in ", folder));
   }
   fchmod(fd, 0644);  // as a file made by open(2) under the usual umask
-  bool direct = TryDirect(fd);
-  // The empty log's superblock; a file system that refuses the direct
-  // write after all is written through the page cache.
-  int rc = WriteSuperblock(fd, 0);
-  if (rc == -EINVAL && direct) {
-    const int flags = fcntl(fd, F_GETFL);
-    if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_DIRECT) == 0) {
-      direct = false;
-      rc = WriteSuperblock(fd, 0);
-    }
-  }
+  const int rc = WriteSuperblock(fd, 0);
   // Owns the file from here: removes it unless published.
-  std::shared_ptr<WriteLog> log(new WriteLog(path, temp, fd, direct));
+  std::shared_ptr<WriteLog> log(new WriteLog(path, temp, fd));
   if (rc < 0) return cannot(-rc, "");
   log->end_ = kSector;
   return log;
@@ -150,11 +111,8 @@ absl::Status WriteLog::Publish() {
   return absl::OkStatus();
 }
 
-WriteLog::WriteLog(std::string path, std::string temp_path, int fd, bool direct)
-    : path_(std::move(path)),
-      temp_path_(std::move(temp_path)),
-      fd_(fd),
-      direct_(direct) {}
+WriteLog::WriteLog(std::string path, std::string temp_path, int fd)
+    : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd) {}
 
 WriteLog::~WriteLog() {
   const bool published = published_.load(std::memory_order_acquire);
@@ -192,11 +150,11 @@ int WriteLog::Append(uint64_t sector, uint64_t nr_sectors, uint64_t flags,
     end_ += bytes;
     writing_.insert(slot.seq);
   }
-  alignas(4096) uint8_t header[kSector] = {};
+  uint8_t header[kSector] = {};
   WriteLogEntry entry{sector, nr_sectors, flags, mark.size()};
   std::memcpy(header, &entry, sizeof(entry));
   std::memcpy(header + sizeof(entry), mark.data(), mark.size());
-  const int rc = WriteEntry(slot, bytes, header, data, data_count, data_bytes);
+  const int rc = WriteEntry(slot, header, data, data_count, data_bytes);
   std::lock_guard<std::mutex> lock(mu_);
   writing_.erase(slot.seq);
   if (rc < 0) {
@@ -211,26 +169,10 @@ int WriteLog::Append(uint64_t sector, uint64_t nr_sectors, uint64_t flags,
   return rc;
 }
 
-int WriteLog::WriteEntry(const Slot& slot, uint64_t bytes,
-                         const uint8_t* header, const iovec* data,
-                         int data_count, uint64_t data_bytes) {
-  if (direct_ && !SectorAligned(data, data_count)) {
-    // O_DIRECT cannot take these buffers: one aligned copy of the entry.
-    std::unique_ptr<uint8_t, FreeDeleter> copy(static_cast<uint8_t*>(
-        std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)));
-    if (copy == nullptr) return -ENOMEM;
-    std::memcpy(copy.get(), header, kSector);
-    uint64_t at = kSector;
-    for (int i = 0; i < data_count; ++i) {
-      std::memcpy(copy.get() + at, data[i].iov_base, data[i].iov_len);
-      at += data[i].iov_len;
-    }
-    std::memset(copy.get() + at, 0, bytes - at);
-    iovec iov{copy.get(), bytes};
-    return PwritevAll(fd_, slot.at, &iov, 1);
-  }
-  // The header, the data, and zeros up to a whole sector (only where the
-  // data is not whole sectors, so never on the direct way).
+int WriteLog::WriteEntry(const Slot& slot, const uint8_t* header,
+                         const iovec* data, int data_count,
+                         uint64_t data_bytes) {
+  // The header, the data, and zeros up to a whole sector.
   constexpr int kOnStack = 64;
   iovec stack[kOnStack];
   std::vector<iovec> heap;

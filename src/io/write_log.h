@@ -5,12 +5,12 @@
 // One WriteLog per disk, shared by the engines of all its queues (the log
 // engine, log_engine.h, appends from the backend threads). An append takes
 // the log's mutex only to reserve its place (the entry's number and
-// offset); it writes the entry's header and data outside the lock, so the
-// queues of a disk append side by side. Where the log's file system takes
-// O_DIRECT (512-byte offsets and buffers), the data goes from the
-// request's own buffers to the device without a copy (buffers that are
-// not 512-aligned are copied into an aligned one first); elsewhere the
-// log is written through the page cache. The log is not synced per entry.
+// offset); it writes the entry's header and data outside the lock, with
+// one pwritev(2) into the page cache, so the queues of a disk append side
+// by side (the copy of every written byte into the log's page cache stays;
+// O_DIRECT appends from the request's buffers were tried and cost more:
+// each small append became a synchronous device write that extends the
+// file). The log is not synced per entry.
 //
 // The superblock's nr_entries is rewritten at every flush, mark and at
 // Close() (as the kernel rewrites it at marks and FUA writes), once every
@@ -92,7 +92,7 @@ class WriteLog {
     uint64_t at = 0;
   };
 
-  WriteLog(std::string path, std::string temp_path, int fd, bool direct);
+  WriteLog(std::string path, std::string temp_path, int fd);
   // Appends one entry (header sector, then `data` padded to whole
   // sectors): reserves its place under mu_, writes it without. `seq` gets
   // the entry's number. With `closing`, a closed log takes it still (the
@@ -100,8 +100,8 @@ class WriteLog {
   int Append(uint64_t sector, uint64_t nr_sectors, uint64_t flags,
              std::string_view mark, const iovec* data, int data_count,
              uint64_t* seq, bool closing = false);
-  int WriteEntry(const Slot& slot, uint64_t bytes, const uint8_t* header,
-                 const iovec* data, int data_count, uint64_t data_bytes);
+  int WriteEntry(const Slot& slot, const uint8_t* header, const iovec* data,
+                 int data_count, uint64_t data_bytes);
   // Waits until entries 0..`seq` are written, then has the superblock count
   // every entry written without a gap. 0 or a negative errno.
   int UpdateSuper(uint64_t seq);
@@ -110,7 +110,6 @@ class WriteLog {
   const std::string path_;
   const std::string temp_path_;  // the file's name until Publish()
   const int fd_;
-  const bool direct_;  // the file is open with O_DIRECT
   std::atomic<bool> published_{false};
   mutable std::mutex mu_;
   std::condition_variable written_cv_;  // an entry was written
