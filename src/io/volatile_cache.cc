@@ -64,15 +64,30 @@ class VolatileCache::Pool {
     return static_cast<uint8_t*>(std::aligned_alloc(kDataAlign, size_class));
   }
 
+  // Keeps `buffer` if there is room, making room by dropping buffers of
+  // other sizes: the pool follows the sizes the writes have now (after 4
+  // KiB random writes filled it, 1 MiB writes would otherwise never find a
+  // buffer of theirs and pay the page faults of a fresh one each).
   void Give(uint8_t* buffer, uint64_t size_class) {
+    std::vector<uint8_t*> dropped;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = free_.begin();
+           pooled_ + size_class > max_bytes_ && it != free_.end(); ++it) {
+        if (it->first == size_class) continue;
+        while (!it->second.empty() && pooled_ + size_class > max_bytes_) {
+          dropped.push_back(it->second.back());
+          it->second.pop_back();
+          pooled_ -= it->first;
+        }
+      }
       if (pooled_ + size_class <= max_bytes_) {
         free_[size_class].push_back(buffer);
         pooled_ += size_class;
-        return;
+        buffer = nullptr;
       }
     }
+    for (uint8_t* other : dropped) std::free(other);
     std::free(buffer);
   }
 
