@@ -36,7 +36,8 @@ const std::vector<DiskOptionInfo>& DiskOptions() {
        "must wait for a write-out (default 64M)"},
       {"log=FILE", "",
        "append every write, discard and flush to FILE in dm-log-writes' "
-       "format, for pvdisk replay (thread backend)"},
+       "format, for pvdisk replay (thread backend); FILE is replaced once "
+       "the disk serves, and left as it was if the mount fails"},
       {"conf=PATH", "rbd", "the cluster's ceph.conf"},
       {"id=CLIENT", "rbd", "the client name"},
       {"timeout=SECONDS", "rbd",

@@ -356,6 +356,10 @@ int Serve(const MountConfig& config, int ready_fd) {
     disks.push_back(std::move(*disk));
   }
   for (auto& disk : disks) disk->Start();
+  // The filesystem owns the disks from here on, and keeps them until the
+  // mount ends: the serving callback below may name them.
+  std::vector<fuse::Disk*> opened;
+  for (auto& disk : disks) opened.push_back(disk.get());
   AttachContext attach;
   attach.mountpoint = config.mountpoint;
   attach.options = options;
@@ -370,6 +374,7 @@ int Serve(const MountConfig& config, int ready_fd) {
   bool mounted = false;
   absl::Status served = filesystem.MountAndServe(config.mountpoint, [&] {
     mounted = true;
+    for (fuse::Disk* disk : opened) disk->Serving();
     // Under systemd (Type=notify): the mount serves now.
     if (absl::Status told = NotifyServiceManager(absl::StrCat(
             "READY=1\nMAINPID=", getpid(), "\nSTATUS=serving ",

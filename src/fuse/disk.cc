@@ -272,6 +272,13 @@ Disk::~Disk() { Shutdown(); }
 
 void Disk::Start() { transport_->Start(); }
 
+void Disk::Serving() {
+  if (!write_log_) return;
+  if (absl::Status published = write_log_->Publish(); !published.ok()) {
+    LogInfo("%s", published.message());
+  }
+}
+
 void Disk::Shutdown() {
   Shutdown(std::chrono::steady_clock::now() +
            std::chrono::seconds(options_.shutdown_timeout_seconds));

@@ -137,6 +137,11 @@ class Disk {
 
   // Starts the queue threads.
   void Start();
+  // Once the disk serves (its mount is up, or its attach is done): puts the
+  // files it made in place (the write log: io::WriteLog::Publish). Before
+  // that they have temporary names, and a disk destroyed without serving
+  // leaves nothing behind. A failure is logged; the disk serves on.
+  void Serving();
   // Waits for every operation DiskIo has accepted to be answered (including
   // writes still waiting for the write order and read-modify-writes between
   // their read and their write), then for the queues to drain, stops the

@@ -136,9 +136,13 @@ absl::Status Filesystem::Attach(const std::vector<std::string>& words) {
   }
   disk->Start();
   const std::string name = disk->name();
+  Disk* added_disk = disk.get();
   if (absl::Status added = disks_.Add(std::move(disk)); !added.ok()) {
     return added;  // the disk was shut down and freed by the failed Add
   }
+  // Attaches and detaches run one at a time (the control worker): the
+  // disk is still there.
+  added_disk->Serving();
   LogInfo("attached disk %s", name.c_str());
   return absl::OkStatus();
 }

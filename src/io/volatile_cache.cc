@@ -1,10 +1,7 @@
 #include "io/volatile_cache.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -67,15 +64,30 @@ class VolatileCache::Pool {
     return static_cast<uint8_t*>(std::aligned_alloc(kDataAlign, size_class));
   }
 
+  // Keeps `buffer` if there is room, making room by dropping buffers of
+  // other sizes: the pool follows the sizes the writes have now (after 4
+  // KiB random writes filled it, 1 MiB writes would otherwise never find a
+  // buffer of theirs and pay the page faults of a fresh one each).
   void Give(uint8_t* buffer, uint64_t size_class) {
+    std::vector<uint8_t*> dropped;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = free_.begin();
+           pooled_ + size_class > max_bytes_ && it != free_.end(); ++it) {
+        if (it->first == size_class) continue;
+        while (!it->second.empty() && pooled_ + size_class > max_bytes_) {
+          dropped.push_back(it->second.back());
+          it->second.pop_back();
+          pooled_ -= it->first;
+        }
+      }
       if (pooled_ + size_class <= max_bytes_) {
         free_[size_class].push_back(buffer);
         pooled_ += size_class;
-        return;
+        buffer = nullptr;
       }
     }
+    for (uint8_t* other : dropped) std::free(other);
     std::free(buffer);
   }
 
@@ -101,7 +113,8 @@ VolatileCache::VolatileCache(int fd, std::string name, uint64_t limit_bytes,
       name_(std::move(name)),
       limit_bytes_(limit_bytes),
       lying_flush_(lying_flush),
-      pool_(std::make_shared<Pool>(limit_bytes)) {
+      pool_(std::make_shared<Pool>(limit_bytes)),
+      writer_(fd) {
   thread_ =
       StartThreadWithoutSignals("pvdisk-writeout", [this] { WriteOutLoop(); });
 }
@@ -242,9 +255,9 @@ absl::StatusOr<PowerCutResult> VolatileCache::PowerCut(PowerKeep keep,
     }
     ++result.kept_writes;
     result.kept_bytes += held.length;
-    const std::vector<iovec> iov = {
-        iovec{held.data->bytes, static_cast<size_t>(held.length)}};
-    rc = PwriteAll(iov, held.offset);
+    // One at a time: held writes may overlap, and the newer must land last.
+    rc = writer_.Write(
+        {CacheWriter::Piece{held.offset, held.data->bytes, held.length}});
     if (rc < 0) break;
   }
   held_ = Set();
@@ -372,54 +385,15 @@ void VolatileCache::Insert(Set& set, uint64_t offset, uint64_t length,
 }
 
 int VolatileCache::WriteSet(const Set& set) {
-  std::vector<iovec> run;
-  uint64_t run_start = 0;
-  uint64_t run_end = 0;
+  std::vector<CacheWriter::Piece> pieces;
+  pieces.reserve(set.extents.size());
   for (const auto& [start, extent] : set.extents) {
-    if (!run.empty() && (start != run_end || run.size() == IOV_MAX)) {
-      if (int rc = PwriteAll(run, run_start); rc < 0) return rc;
-      run.clear();
-    }
-    if (run.empty()) run_start = start;
-    run.push_back(iovec{extent.data->bytes + extent.data_offset,
-                        static_cast<size_t>(extent.end - start)});
-    run_end = extent.end;
+    pieces.push_back(CacheWriter::Piece{
+        start, extent.data->bytes + extent.data_offset, extent.end - start});
   }
-  if (!run.empty()) return PwriteAll(run, run_start);
-  return 0;
+  return writer_.Write(pieces);
 }
 
-int VolatileCache::PwriteAll(const std::vector<iovec>& iov, uint64_t offset) {
-  std::vector<iovec> rest = iov;
-  size_t first = 0;
-  while (first < rest.size()) {
-    const ssize_t done =
-        pwritev(fd_, rest.data() + first, static_cast<int>(rest.size() - first),
-                static_cast<off_t>(offset));
-    if (done < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    if (done == 0) return -EIO;
-    offset += static_cast<uint64_t>(done);
-    auto left = static_cast<uint64_t>(done);
-    while (first < rest.size() && left >= rest[first].iov_len) {
-      left -= rest[first].iov_len;
-      ++first;
-    }
-    if (first < rest.size() && left > 0) {
-      rest[first].iov_base = static_cast<uint8_t*>(rest[first].iov_base) + left;
-      rest[first].iov_len -= left;
-    }
-  }
-  return 0;
-}
-
-int VolatileCache::SyncImage() {
-  while (fdatasync(fd_) != 0) {
-    if (errno != EINTR) return -errno;
-  }
-  return 0;
-}
+int VolatileCache::SyncImage() { return writer_.Sync(); }
 
 }  // namespace pvdisk::io

@@ -19,7 +19,10 @@
 // Write-outs: one thread per cache writes the held data out, off the
 // writers' path. A write-out takes the whole held set under the lock (new
 // writes go on into a fresh set at once) and writes it with the lock
-// released; reads see the set being written out until it is in the image.
+// released, through the cache's CacheWriter (io/volatile_cache_writer.h:
+// O_DIRECT from the held buffers, several writes in flight on an io_uring
+// of its own); reads see the set being written out until it is in the
+// image.
 // From the moment a write-out takes them the writes are the disk's to
 // destage: a power cut lets a write-out under way finish, and decides only
 // over the writes held after it (those are `unsafe_bytes`). A FLUSH asks
@@ -62,6 +65,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "io/volatile_cache_writer.h"
 
 namespace pvdisk::io {
 
@@ -202,10 +206,10 @@ class VolatileCache {
   void WaitWriteOutLocked(std::unique_lock<std::mutex>& lock);
   static void Insert(Set& set, uint64_t offset, uint64_t length,
                      std::shared_ptr<Data> data);
-  // Writes the newest data of every byte of `set` to the image, contiguous
-  // extents in one pwritev.
+  // Writes the newest data of every byte of `set` to the image. Called
+  // by whoever holds the writer: the write-out thread during a write-out,
+  // else a caller under mu_.
   int WriteSet(const Set& set);
-  int PwriteAll(const std::vector<iovec>& iov, uint64_t offset);
   int SyncImage();
 
   const int fd_;
@@ -213,6 +217,8 @@ class VolatileCache {
   const uint64_t limit_bytes_;
   const bool lying_flush_;
   const std::shared_ptr<Pool> pool_;
+  // Used by the write-out thread while `writing_`, else under mu_.
+  CacheWriter writer_;
 
   std::mutex mu_;
   std::condition_variable work_cv_;  // the thread: a write-out or stop

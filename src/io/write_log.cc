@@ -1,13 +1,19 @@
 #include "io/write_log.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -53,59 +59,119 @@ int PwritevAll(int fd, uint64_t offset, iovec* iov, int count) {
   return 0;
 }
 
+// Writes the superblock of a log of `nr_entries` entries. 0 or -errno.
+int WriteSuperblock(int fd, uint64_t nr_entries) {
+  uint8_t sector[kSector] = {};
+  WriteLogSuper super{kWriteLogMagic, kWriteLogVersion, nr_entries,
+                      kWriteLogSectorSize};
+  std::memcpy(sector, &super, sizeof(super));
+  iovec iov{sector, sizeof(sector)};
+  return PwritevAll(fd, 0, &iov, 1);
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<WriteLog>> WriteLog::Create(
     const std::string& path) {
-  const int fd =
-      open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  auto cannot = [&path](int error, const std::string& why) {
+    return ErrnoError(error,
+                      absl::StrCat("cannot write the write log ", path, why));
+  };
+  struct stat st = {};
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return cannot(EISDIR, "");
+  }
+  const size_t slash = path.rfind('/');
+  const std::string folder =
+      slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string base =
+      slash == std::string::npos ? path : path.substr(slash + 1);
+  std::string temp = absl::StrCat(slash == std::string::npos ? "" : folder, ".",
+                                  base, ".pvdisk-XXXXXX");
+  const int fd = mkostemp(temp.data(), O_CLOEXEC);
   if (fd < 0) {
-    return ErrnoError(errno, absl::StrCat("cannot write the write log ", path));
+    return cannot(errno, absl::StrCat(": no new file can be made in ", folder));
   }
-  std::shared_ptr<WriteLog> log(new WriteLog(path, fd));
-  std::lock_guard<std::mutex> lock(log->mu_);
-  if (const int rc = log->WriteSuperLocked(); rc < 0) {
-    return ErrnoError(-rc, absl::StrCat("cannot write the write log ", path));
-  }
+  fchmod(fd, 0644);  // as a file made by open(2) under the usual umask
+  const int rc = WriteSuperblock(fd, 0);
+  // Owns the file from here: removes it unless published.
+  std::shared_ptr<WriteLog> log(new WriteLog(path, temp, fd));
+  if (rc < 0) return cannot(-rc, "");
   log->end_ = kSector;
   return log;
 }
 
-WriteLog::WriteLog(std::string path, int fd)
-    : path_(std::move(path)), fd_(fd) {}
-
-WriteLog::~WriteLog() {
-  if (absl::Status closed = Close(); !closed.ok()) {
-    LogInfo("%s", closed.message());
+absl::Status WriteLog::Publish() {
+  if (published_.load(std::memory_order_acquire)) return absl::OkStatus();
+  if (rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    return ErrnoError(errno, absl::StrCat("the write log ", temp_path_,
+                                          " cannot be renamed to ", path_));
   }
-  close(fd_);
+  published_.store(true, std::memory_order_release);
+  return absl::OkStatus();
 }
 
-int WriteLog::WriteSuperLocked() {
-  uint8_t sector[kSector] = {};
-  WriteLogSuper super{kWriteLogMagic, kWriteLogVersion, nr_entries_,
-                      kWriteLogSectorSize};
-  std::memcpy(sector, &super, sizeof(super));
-  iovec iov{sector, sizeof(sector)};
-  return PwritevAll(fd_, 0, &iov, 1);
+WriteLog::WriteLog(std::string path, std::string temp_path, int fd)
+    : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd) {}
+
+WriteLog::~WriteLog() {
+  const bool published = published_.load(std::memory_order_acquire);
+  if (published) {
+    if (absl::Status closed = Close(); !closed.ok()) {
+      LogInfo("%s", closed.message());
+    }
+  }
+  close(fd_);
+  // Never published: the disk never served, and nothing of it is left.
+  if (!published) unlink(temp_path_.c_str());
 }
 
 void WriteLog::FailLocked(int error, const char* what) {
   if (!failed_.empty()) return;
   failed_ = absl::StrCat(what, " of the write log ", path_,
                          " failed: ", std::strerror(error),
-                         "; logging stopped after ", nr_entries_, " entries");
+                         "; logging stopped after ",
+                         std::min(failed_seq_, nr_entries_), " entries");
   LogInfo("%s", failed_);
 }
 
-int WriteLog::AppendLocked(uint64_t sector, uint64_t nr_sectors, uint64_t flags,
-                           std::string_view mark, const iovec* data,
-                           int data_count) {
-  if (closed_ || !failed_.empty()) return -EIO;
+int WriteLog::Append(uint64_t sector, uint64_t nr_sectors, uint64_t flags,
+                     std::string_view mark, const iovec* data, int data_count,
+                     uint64_t* seq, bool closing) {
+  uint64_t data_bytes = 0;
+  for (int i = 0; i < data_count; ++i) data_bytes += data[i].iov_len;
+  const uint64_t bytes =
+      kSector + (data_bytes + kSector - 1) / kSector * kSector;
+  Slot slot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if ((closed_ && !closing) || !failed_.empty()) return -EIO;
+    slot = Slot{nr_entries_++, end_};
+    end_ += bytes;
+    writing_.insert(slot.seq);
+  }
   uint8_t header[kSector] = {};
   WriteLogEntry entry{sector, nr_sectors, flags, mark.size()};
   std::memcpy(header, &entry, sizeof(entry));
   std::memcpy(header + sizeof(entry), mark.data(), mark.size());
+  const int rc = WriteEntry(slot, header, data, data_count, data_bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  writing_.erase(slot.seq);
+  if (rc < 0) {
+    failed_seq_ = std::min(failed_seq_, slot.seq);
+    FailLocked(-rc, "an append");
+  } else {
+    entries_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  }
+  if (waiters_ > 0) written_cv_.notify_all();
+  *seq = slot.seq;
+  return rc;
+}
+
+int WriteLog::WriteEntry(const Slot& slot, const uint8_t* header,
+                         const iovec* data, int data_count,
+                         uint64_t data_bytes) {
   // The header, the data, and zeros up to a whole sector.
   constexpr int kOnStack = 64;
   iovec stack[kOnStack];
@@ -116,47 +182,52 @@ int WriteLog::AppendLocked(uint64_t sector, uint64_t nr_sectors, uint64_t flags,
     iov = heap.data();
   }
   int count = 0;
-  iov[count++] = iovec{header, sizeof(header)};
-  uint64_t data_bytes = 0;
-  for (int i = 0; i < data_count; ++i) {
-    iov[count++] = data[i];
-    data_bytes += data[i].iov_len;
-  }
+  iov[count++] = iovec{const_cast<uint8_t*>(header), kSector};
+  for (int i = 0; i < data_count; ++i) iov[count++] = data[i];
   if (const uint64_t tail = data_bytes % kSector; tail != 0) {
     iov[count++] = iovec{const_cast<uint8_t*>(kZeros), kSector - tail};
-    data_bytes += kSector - tail;
   }
-  const uint64_t bytes = kSector + data_bytes;
-  if (const int rc = PwritevAll(fd_, end_, iov, count); rc < 0) {
-    FailLocked(-rc, "an append");
-    return rc;
+  return PwritevAll(fd_, slot.at, iov, count);
+}
+
+int WriteLog::UpdateSuper(uint64_t seq) {
+  uint64_t count;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    ++waiters_;
+    written_cv_.wait(
+        lock, [&] { return writing_.empty() || *writing_.begin() > seq; });
+    --waiters_;
+    count = writing_.empty() ? nr_entries_ : *writing_.begin();
+    count = std::min(count, failed_seq_);
   }
-  end_ += bytes;
-  ++nr_entries_;
-  entries_.fetch_add(1, std::memory_order_relaxed);
-  bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(super_mu_);
+  if (count <= super_entries_) return 0;
+  if (const int rc = WriteSuperblock(fd_, count); rc < 0) return rc;
+  super_entries_ = count;
   return 0;
 }
 
 int WriteLog::AppendWrite(uint64_t offset, const iovec* iov, int iov_count,
                           uint64_t length) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return AppendLocked(offset / kSector, (length + kSector - 1) / kSector, 0, {},
-                      iov, iov_count);
+  uint64_t seq;
+  return Append(offset / kSector, (length + kSector - 1) / kSector, 0, {}, iov,
+                iov_count, &seq);
 }
 
 int WriteLog::AppendDiscard(uint64_t offset, uint64_t length) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return AppendLocked(offset / kSector, length / kSector, kLogDiscard, {},
-                      nullptr, 0);
+  uint64_t seq;
+  return Append(offset / kSector, length / kSector, kLogDiscard, {}, nullptr, 0,
+                &seq);
 }
 
 int WriteLog::AppendFlush() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (const int rc = AppendLocked(0, 0, kLogFlush, {}, nullptr, 0); rc < 0) {
+  uint64_t seq;
+  if (const int rc = Append(0, 0, kLogFlush, {}, nullptr, 0, &seq); rc < 0) {
     return rc;
   }
-  if (const int rc = WriteSuperLocked(); rc < 0) {
+  if (const int rc = UpdateSuper(seq); rc < 0) {
+    std::lock_guard<std::mutex> lock(mu_);
     FailLocked(-rc, "the superblock's update");
     return rc;
   }
@@ -171,14 +242,18 @@ absl::Status WriteLog::AppendMark(std::string_view name) {
         "a mark's name is 1 to ", kMaxMarkLength,
         " printable characters without spaces, not '", std::string(name), "'"));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!failed_.empty()) return absl::FailedPreconditionError(failed_);
-  if (closed_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the write log ", path_, " is closed"));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failed_.empty()) return absl::FailedPreconditionError(failed_);
+    if (closed_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the write log ", path_, " is closed"));
+    }
   }
-  if (int rc = AppendLocked(0, 0, kLogMark, name, nullptr, 0);
-      rc < 0 || (rc = WriteSuperLocked()) < 0) {
+  uint64_t seq;
+  if (int rc = Append(0, 0, kLogMark, name, nullptr, 0, &seq);
+      rc < 0 || (rc = UpdateSuper(seq)) < 0) {
+    std::lock_guard<std::mutex> lock(mu_);
     FailLocked(-rc, "a mark");
     return ErrnoError(-rc, absl::StrCat("cannot write the write log ", path_));
   }
@@ -186,19 +261,26 @@ absl::Status WriteLog::AppendMark(std::string_view name) {
 }
 
 absl::Status WriteLog::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (closed_) return absl::OkStatus();
-  if (failed_.empty()) {
-    if (int rc = AppendLocked(0, 0, kLogMark, kEndMark, nullptr, 0);
-        rc < 0 || (rc = WriteSuperLocked()) < 0) {
+  bool failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return absl::OkStatus();
+    closed_ = true;  // no append after the end mark
+    failed = !failed_.empty();
+  }
+  if (!failed) {
+    uint64_t seq;
+    if (int rc = Append(0, 0, kLogMark, kEndMark, nullptr, 0, &seq, true);
+        rc < 0 || (rc = UpdateSuper(seq)) < 0) {
+      std::lock_guard<std::mutex> lock(mu_);
       FailLocked(-rc, "the end");
     }
   }
-  closed_ = true;
   if (fdatasync(fd_) != 0) {
     return ErrnoError(errno,
                       absl::StrCat("fdatasync of the write log ", path_));
   }
+  std::lock_guard<std::mutex> lock(mu_);
   if (!failed_.empty()) return absl::DataLossError(failed_);
   return absl::OkStatus();
 }

@@ -6,10 +6,11 @@
 // every flush, an image e2fsck -fn finds clean, and at each mark, the disk
 // as it was read at that mark, byte for byte. With cache=volatile on the
 // same disk the log still records every write a flush covered. Bad input:
-// a log that cannot be written (nothing mounted), a replay past the log's
-// end and a log that is not whole (one line, exit 2, the image unchanged).
-// QEMU's blklogwrites appends to a pvdisk log, and pvdisk replays that.
-// Needs root, mount, fsfreeze, mkfs.ext4 and e2fsck.
+// a log that cannot be written (nothing mounted), a mount that fails after
+// its log was made (the file at log= untouched, none made), a replay past
+// the log's end and a log that is not whole (one line, exit 2, the image
+// unchanged). QEMU's blklogwrites appends to a pvdisk log, and pvdisk replays
+// that. Needs root, mount, fsfreeze, mkfs.ext4 and e2fsck.
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <unistd.h>
@@ -287,6 +288,59 @@ TEST(WriteLogBadInputTest, AnUnwritableLogMountsNothing) {
   ExpectUsageError(mount);
   EXPECT_NE(mount.err.find("no/such.log"), std::string::npos) << mount.err;
   EXPECT_FALSE(IsMounted(mnt));
+}
+
+// The names in `folder`, sorted.
+std::vector<std::string> FolderNames(const std::string& folder) {
+  CommandResult ls = RunCommand({"ls", "-A", folder});
+  EXPECT_EQ(ls.exit_code, 0) << ls.Describe();
+  std::vector<std::string> names;
+  size_t at = 0;
+  while (at < ls.out.size()) {
+    const size_t end = ls.out.find('\n', at);
+    names.push_back(ls.out.substr(at, end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return names;
+}
+
+// A mount that fails after its log was made (its second disk's image is
+// served by another mount) leaves the file at log= as it was, and makes
+// none where there was none; a mount that serves replaces the file.
+TEST(WriteLogBadInputTest, AFailedMountLeavesTheLogFileAloneAndMakesNone) {
+  PVDISK_REQUIRE_FUSE();
+  TempDir dir;
+  const std::string image = dir.path() + "/disk0.img";
+  const std::string busy = dir.path() + "/busy.img";
+  CreateImage(image, 1 * kMiB);
+  CreateImage(busy, 1 * kMiB);
+  const std::string old_log = dir.path() + "/old.log";
+  const std::string new_log = dir.path() + "/new.log";
+  WriteWholeFile(old_log, "an older log, or a file of the user's\n");
+  const std::string mnt = dir.MakeDir("mnt");
+  {
+    Mount holder(dir.MakeDir("holder"), {"--disk", busy});
+    const std::vector<std::string> before = FolderNames(dir.path());
+    for (const std::string& log : {old_log, new_log}) {
+      CommandResult mount = RunPvdisk(
+          {"mount", mnt, "--disk", image + ",log=" + log, "--disk", busy});
+      ExpectUsageError(mount);
+      EXPECT_NE(mount.err.find("busy.img"), std::string::npos) << mount.err;
+      EXPECT_FALSE(IsMounted(mnt));
+      EXPECT_EQ(ReadWholeFile(old_log),
+                "an older log, or a file of the user's\n");
+      EXPECT_EQ(FolderNames(dir.path()), before) << log;
+    }
+    ASSERT_EQ(holder.Unmount().exit_code, 0);
+  }
+  {
+    Mount mount(mnt, {"--disk", image + ",log=" + old_log});
+    ASSERT_EQ(mount.Unmount().exit_code, 0);
+  }
+  CommandResult list = RunPvdisk({"replay", old_log, "--list"});
+  EXPECT_EQ(list.exit_code, 0) << list.Describe();
+  EXPECT_NE(list.out.find("dm-log-writes-end"), std::string::npos) << list.out;
 }
 
 TEST(WriteLogBadInputTest, ReplayRefusesBadTargetsAndLogsLeavingTheImage) {

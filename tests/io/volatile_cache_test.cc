@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -218,6 +219,37 @@ TEST_F(VolatileCacheTest, PowerCutKeepRandomIsASeededSubsetOfWholeWrites) {
     else
       EXPECT_EQ(bytes, first) << "the same seed kept other writes";
   }
+}
+
+// Over the image open with O_DIRECT, as a mount has it: random writes of
+// whole sectors, overlapping one another, through full write-outs and
+// flushes; reads between them and the file at the end match a model.
+TEST_F(VolatileCacheTest, WriteOutsOverODirectMatchAModel) {
+  const int direct_fd = open(path_.c_str(), O_RDWR | O_CLOEXEC | O_DIRECT);
+  ASSERT_GE(direct_fd, 0);
+  std::string model(kSize, '\0');
+  {
+    VolatileCache cache(direct_fd, path_, 256 << 10, false);
+    std::mt19937 random(7);
+    for (int i = 0; i < 2000; ++i) {
+      const uint64_t length = 512 * (1 + random() % 32);
+      const uint64_t offset = 512 * (random() % ((kSize - length) / 512));
+      const char c = static_cast<char>('a' + random() % 26);
+      ASSERT_EQ(Write(cache, offset, length, c), 0);
+      model.replace(offset, length, length, c);
+      if (i % 97 == 0) {
+        ASSERT_EQ(cache.Flush(), 0);
+      }
+      if (i % 31 == 0) {
+        const uint64_t at = 512 * (random() % (kSize / 512 - 64));
+        ASSERT_EQ(Read(cache, at, 32768), model.substr(at, 32768)) << i;
+      }
+    }
+    EXPECT_GT(cache.counts().full_flushes, 0u);
+    ASSERT_TRUE(cache.WriteOutAll().ok());
+  }
+  EXPECT_TRUE(FileBytes(0, kSize) == model);
+  close(direct_fd);
 }
 
 TEST_F(VolatileCacheTest, ALyingFlushLeavesTheWritesAtRisk) {

@@ -9,8 +9,13 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "io/write_log_reader.h"
@@ -20,6 +25,7 @@
 namespace pvdisk::io {
 namespace {
 
+using testing::AlignedBuffer;
 using testing::ReadFileRange;
 using testing::TempDir;
 using testing::WriteFile;
@@ -66,10 +72,22 @@ bool AllZero(const std::string& bytes, size_t from, size_t to) {
   return true;
 }
 
+// A log at `path`, as a disk that serves has it: created, then published.
+absl::StatusOr<std::shared_ptr<WriteLog>> CreatePublished(
+    const std::string& path) {
+  auto log = WriteLog::Create(path);
+  if (log.ok()) {
+    if (absl::Status published = (*log)->Publish(); !published.ok()) {
+      return published;
+    }
+  }
+  return log;
+}
+
 TEST(WriteLogTest, BytesFollowTheDmLogWritesLayout) {
   TempDir dir;
   const std::string path = dir.File("disk.log");
-  auto log = WriteLog::Create(path);
+  auto log = CreatePublished(path);
   ASSERT_TRUE(log.ok()) << log.status();
   // A write of two sectors at byte 4096 from two buffers, a discard of 8
   // sectors at byte 8192, a flush, a mark, and the end.
@@ -125,7 +143,7 @@ TEST(WriteLogTest, BytesFollowTheDmLogWritesLayout) {
 TEST(WriteLogTest, SuperblockCountsEntriesAtFlushesAndMarks) {
   TempDir dir;
   const std::string path = dir.File("disk.log");
-  auto log = WriteLog::Create(path);
+  auto log = CreatePublished(path);
   ASSERT_TRUE(log.ok()) << log.status();
   EXPECT_EQ(Le64(WholeFile(path), 16), 0u);
   std::string data(4096, 'x');
@@ -141,7 +159,7 @@ TEST(WriteLogTest, SuperblockCountsEntriesAtFlushesAndMarks) {
 
 TEST(WriteLogTest, MarkNamesAreChecked) {
   TempDir dir;
-  auto log = WriteLog::Create(dir.File("disk.log"));
+  auto log = CreatePublished(dir.File("disk.log"));
   ASSERT_TRUE(log.ok()) << log.status();
   EXPECT_FALSE((*log)->AppendMark("").ok());
   EXPECT_FALSE((*log)->AppendMark("two words").ok());
@@ -157,10 +175,109 @@ TEST(WriteLogTest, AnUnwritableLogIsRefusedNamingIt) {
       << log.status();
 }
 
+// Threads append side by side, from 512-aligned buffers (written as they
+// are) and from unaligned ones (copied), with flushes between; every entry
+// reads back whole with its own data, and the superblock counts them all.
+TEST(WriteLogTest, ThreadsAppendSideBySideAndEveryEntryIsWhole) {
+  TempDir dir;
+  const std::string path = dir.File("disk.log");
+  auto log = CreatePublished(path);
+  ASSERT_TRUE(log.ok()) << log.status();
+  constexpr int kThreads = 4;
+  constexpr int kWrites = 150;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&log, t] {
+      AlignedBuffer aligned(64 * 1024);
+      std::string unaligned(64 * 1024 + 1, '\0');
+      for (int i = 0; i < kWrites; ++i) {
+        const uint64_t length = 512 * (1 + (i * 7 + t) % 128);
+        const char fill = static_cast<char>(1 + (t * kWrites + i) % 250);
+        char* data = i % 3 == 0 ? unaligned.data() + 1 : aligned.data();
+        std::memset(data, fill, length);
+        iovec iov{data, length};
+        const uint64_t sector = static_cast<uint64_t>(t * kWrites + i);
+        EXPECT_EQ((*log)->AppendWrite(sector * 512, &iov, 1, length), 0);
+        if (i % 10 == 9) {
+          EXPECT_EQ((*log)->AppendFlush(), 0);
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  ASSERT_TRUE((*log)->Close().ok());
+  auto index = ReadWriteLogIndex(path);
+  ASSERT_TRUE(index.ok()) << index.status();
+  const int flushes = kThreads * (kWrites / 10);
+  ASSERT_EQ(index->entries.size(),
+            static_cast<size_t>(kThreads * kWrites + flushes + 1));
+  const std::string bytes = WholeFile(path);
+  int writes = 0;
+  for (const WriteLogRecord& entry : index->entries) {
+    if (entry.flags != 0) continue;
+    ++writes;
+    const int t = static_cast<int>(entry.sector / kWrites);
+    const int i = static_cast<int>(entry.sector % kWrites);
+    const uint64_t length = 512 * (1 + (i * 7 + t) % 128);
+    const char fill = static_cast<char>(1 + (t * kWrites + i) % 250);
+    ASSERT_EQ(entry.data_bytes, length) << entry.sector;
+    EXPECT_TRUE(bytes.substr(entry.data_offset, length) ==
+                std::string(length, fill))
+        << "entry of sector " << entry.sector;
+  }
+  EXPECT_EQ(writes, kThreads * kWrites);
+}
+
+// The names in `folder`.
+std::vector<std::string> FolderNames(const std::string& folder) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(WriteLogTest, AnUnpublishedLogLeavesNothingAndTheFileThereAlone) {
+  TempDir dir;
+  const std::string path = dir.File("disk.log");
+  WriteFile(path, 1000, 'o');
+  {
+    auto log = WriteLog::Create(path);
+    ASSERT_TRUE(log.ok()) << log.status();
+    std::string data(4096, 'x');
+    iovec iov{data.data(), data.size()};
+    ASSERT_EQ((*log)->AppendWrite(0, &iov, 1, 4096), 0);
+    ASSERT_EQ((*log)->AppendFlush(), 0);
+    EXPECT_EQ(WholeFile(path), std::string(1000, 'o'));
+    EXPECT_EQ(FolderNames(dir.path()).size(), 2u);  // the log, hidden
+  }
+  // Destroyed without serving: the file there is untouched, nothing else.
+  EXPECT_EQ(WholeFile(path), std::string(1000, 'o'));
+  EXPECT_EQ(FolderNames(dir.path()), std::vector<std::string>{"disk.log"});
+  // Published, the log takes the file's place.
+  {
+    auto log = CreatePublished(path);
+    ASSERT_TRUE(log.ok()) << log.status();
+    ASSERT_TRUE((*log)->Close().ok());
+  }
+  EXPECT_EQ(Le64(WholeFile(path), 0), 0x6a736677736872ull);
+  EXPECT_EQ(FolderNames(dir.path()), std::vector<std::string>{"disk.log"});
+}
+
+TEST(WriteLogTest, AFolderIsNoLog) {
+  TempDir dir;
+  auto log = WriteLog::Create(dir.path());
+  ASSERT_FALSE(log.ok());
+  EXPECT_NE(log.status().message().find(dir.path()), std::string::npos)
+      << log.status();
+  EXPECT_TRUE(FolderNames(dir.path()).empty());
+}
+
 // A log of a write of 'w' over sectors 2..3 and a flush, read back.
 std::string MakeSmallLog(const TempDir& dir) {
   const std::string path = dir.File("small.log");
-  auto log = WriteLog::Create(path);
+  auto log = CreatePublished(path);
   EXPECT_TRUE(log.ok()) << log.status();
   std::string data(1024, 'w');
   iovec iov{data.data(), data.size()};
