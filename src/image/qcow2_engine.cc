@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <shared_mutex>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -95,7 +93,9 @@ class Qcow2Engine final : public io::EngineDecorator {
             break;
           default:
             r.changed = true;
-            DeallocatePiece(index, request.op, voff, n);
+            if (!state_.Deallocate(request.op, voff, n, counts_).ok()) {
+              Fail(r, -EIO);
+            }
             break;
         }
         done += n;
@@ -107,9 +107,6 @@ class Qcow2Engine final : public io::EngineDecorator {
 
   int Run(bool wait, std::vector<io::IoCompletion>& out) override {
     return Step(out, [&](bool may_wait) {
-      if (wait && !may_wait && ready_.empty() && uncommitted_.empty()) {
-        std::this_thread::yield();  // only parked pieces (see Step)
-      }
       return inner().Run(wait && may_wait, inner_out_);
     });
   }
@@ -154,37 +151,6 @@ class Qcow2Engine final : public io::EngineDecorator {
     io::IoRequest io;
     std::vector<iovec> iov;  // the piece's part of the request's buffers
     uint32_t request = 0;
-    // What it writes, when not the request's bytes: page-aligned, as
-    // O_DIRECT needs (kept and regrown as the slot is reused).
-    struct Owned {
-      uint8_t* data = nullptr;
-      size_t capacity = 0;
-      ~Owned() { std::free(data); }
-      bool Reserve(size_t n) {
-        if (n <= capacity) return true;
-        std::free(data);
-        data = nullptr;
-        capacity = 0;
-        void* p = nullptr;
-        if (posix_memalign(&p, 4096, n) != 0) return false;
-        data = static_cast<uint8_t*>(p);
-        capacity = n;
-        return true;
-      }
-    } owned;
-    // Subclusters to name once the write completed (0: none), of the
-    // cluster of virtual offset name_voff at host name_cluster.
-    uint32_t name_subclusters = 0;
-    uint64_t name_voff = 0;
-    uint64_t name_cluster = 0;
-  };
-  // A piece that waits for another write's subclusters (kWait).
-  struct Parked {
-    uint32_t request = 0;
-    io::IoOp op = io::IoOp::kWrite;
-    uint64_t voff = 0;
-    uint64_t length = 0;
-    uint64_t at = 0;
   };
 
   static void Fail(Request& r, int64_t error) {
@@ -215,12 +181,6 @@ class Qcow2Engine final : public io::EngineDecorator {
   // full.
   void Issue(uint32_t index, io::IoRequest io,
              std::pair<uint64_t, uint64_t> range) {
-    Launch(Prepare(index, io, range));
-  }
-
-  // Issue in two steps, so that the caller can fill in the InnerIo first.
-  uint32_t Prepare(uint32_t index, io::IoRequest io,
-                   std::pair<uint64_t, uint64_t> range) {
     Request& r = requests_[index];
     ++r.pending;
     uint32_t slot;
@@ -253,10 +213,6 @@ class Qcow2Engine final : public io::EngineDecorator {
       }
       in.io.length = range.second;
     }
-    in.name_subclusters = 0;
-    return slot;
-  }
-  void Launch(uint32_t slot) {
     if (backlog_.empty() && Submit(slot)) return;
     backlog_.push_back(slot);
   }
@@ -281,14 +237,6 @@ class Qcow2Engine final : public io::EngineDecorator {
   // Inner I/O `slot` finished with `result`.
   void Done(uint32_t slot, int64_t result) {
     InnerIo& in = *inner_[slot];
-    if (in.name_subclusters != 0) {
-      // The data is in the file: now the entry may name it.
-      const absl::Status named =
-          state_.NameSubclusters(in.name_voff, in.name_cluster,
-                                 in.name_subclusters, result >= 0, counts_);
-      in.name_subclusters = 0;
-      if (result >= 0 && !named.ok()) result = -EIO;
-    }
     if (result < 0) Fail(requests_[in.request], result);
     free_inner_.push_back(slot);
     Finish(in.request);
@@ -419,82 +367,17 @@ class Qcow2Engine final : public io::EngineDecorator {
                        to += n;
                      });
       r.changed = true;
-      absl::StatusOr<AllocatingWrite> written =
+      absl::StatusOr<std::optional<uint64_t>> written =
           state_.WriteAllocating(voff, data_, counts_);
       if (!written.ok()) return Fail(r, -EIO);
-      switch (written->next) {
-        case AllocatingWrite::Next::kNothing:  // allocated and written
-          return;
-        case AllocatingWrite::Next::kWait:
-          return Park({index, io::IoOp::kWrite, voff, length, at});
-        case AllocatingWrite::Next::kWriteThenName:
-          return WriteThenName(index, voff, length, at, *written);
-        case AllocatingWrite::Next::kWrite:
-          host = written->host;
-          break;
-      }
+      if (!written->has_value()) return;  // allocated and written
+      host = **written;
     }
     io::IoRequest io;
     io.op = io::IoOp::kWrite;
     io.file = 0;
     io.offset = *host;
     Issue(index, io, {at, length});
-  }
-
-  // Writes what a kWriteThenName answer asks for (the piece, or the bytes
-  // the state gave), naming its subclusters once the write completed.
-  void WriteThenName(uint32_t index, uint64_t voff, uint64_t length,
-                     uint64_t at, AllocatingWrite& w) {
-    const uint64_t cluster = state_.cluster_size();
-    io::IoRequest io;
-    io.op = io::IoOp::kWrite;
-    io.file = 0;
-    io.offset = w.host;
-    const uint32_t slot =
-        Prepare(index, io,
-                w.bytes.empty() ? std::pair(at, length)
-                                : std::pair<uint64_t, uint64_t>());
-    InnerIo& in = *inner_[slot];
-    in.name_subclusters = w.subclusters;
-    in.name_voff = voff;
-    in.name_cluster = w.host / cluster * cluster;
-    if (!w.bytes.empty()) {
-      if (!in.owned.Reserve(w.bytes.size())) return Done(slot, -ENOMEM);
-      std::memcpy(in.owned.data, w.bytes.data(), w.bytes.size());
-      in.iov.assign(1, iovec{in.owned.data, w.bytes.size()});
-      in.io.iov = in.iov.data();
-      in.io.iov_count = 1;
-      in.io.buffer_index = -1;
-      in.io.length = w.bytes.size();
-    }
-    Launch(slot);
-  }
-
-  void DeallocatePiece(uint32_t index, io::IoOp op, uint64_t voff,
-                       uint64_t length) {
-    absl::StatusOr<bool> done = state_.Deallocate(op, voff, length, counts_);
-    if (!done.ok()) return Fail(requests_[index], -EIO);
-    if (!*done) Park({index, op, voff, length, 0});
-  }
-
-  // Keeps a piece that must wait for another write (its request stays
-  // pending) and tries it again in the next Step.
-  void Park(const Parked& p) {
-    ++requests_[p.request].pending;
-    parked_.push_back(p);
-  }
-  void RetryParked() {
-    if (parked_.empty()) return;
-    std::vector<Parked> again;
-    again.swap(parked_);
-    for (const Parked& p : again) {
-      if (p.op == io::IoOp::kWrite) {
-        WritePiece(p.request, p.voff, p.length, p.at);
-      } else {
-        DeallocatePiece(p.request, p.op, p.voff, p.length);
-      }
-      Finish(p.request);  // the one Park added
-    }
   }
 
   // Commits the state's journal and moves the answers that waited for it
@@ -514,17 +397,12 @@ class Qcow2Engine final : public io::EngineDecorator {
   // completions into the requests' (answers waiting for a commit count as
   // ready). Counts as Run() does: every completion
   // appended and every inner completion consumed without one.
-  // A parked piece waits for a write of this engine (its completion wakes
-  // the wait) or of another one: with nothing of its own in flight, the
-  // engine does not wait but yields, and the caller comes back.
   template <typename Reap>
   int Step(std::vector<io::IoCompletion>& out, Reap reap) {
-    RetryParked();
     Pump();
     int events = 0;
     inner_out_.clear();
-    const int rc = reap(ready_.empty() && uncommitted_.empty() &&
-                        (parked_.empty() || inner().inflight() > 0));
+    const int rc = reap(ready_.empty() && uncommitted_.empty());
     if (rc < 0) return rc;
     for (const io::IoCompletion& c : inner_out_) {
       if (c.wake) {
@@ -556,7 +434,6 @@ class Qcow2Engine final : public io::EngineDecorator {
   // (commit_before_answer only).
   std::vector<io::IoCompletion> uncommitted_;
   std::vector<io::IoCompletion> inner_out_;
-  std::vector<Parked> parked_;
   std::vector<uint8_t> data_;  // an allocating write's bytes
   Qcow2Counts counts_;
   // The last compressed cluster inflated (ReadCompressed), and the buffer

@@ -11,11 +11,7 @@
 //   request with -EIO;
 // - a write that needs a cluster allocated, a discard and a write of zeroes
 //   are done by the state's metadata steps (qcow2_state.h) before Queue()
-//   returns, and complete in the next Run(); with extended L2 entries a
-//   write that fills subclusters is an I/O on the inner engine, and its
-//   subclusters are named when it completes (kWriteThenName); a piece
-//   whose subclusters another write is filling waits in the engine
-//   (kWait) and is tried again on each Run();
+//   returns, and complete in the next Run();
 // - kFlush is a flush of the top file: every completed write's metadata is
 //   written by then, so it makes them durable too.
 // The pieces of one request are in flight together. When they need more

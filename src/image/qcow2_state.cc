@@ -206,22 +206,20 @@ absl::Status Qcow2State::Flush() {
   return top().Flush();
 }
 
-absl::StatusOr<AllocatingWrite> Qcow2State::WriteAllocating(
+absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocating(
     uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts) {
   std::unique_lock<std::shared_mutex> lock(mutex_);
   return WriteAllocatingLocked(voff, data, counts);
 }
 
-absl::StatusOr<AllocatingWrite> Qcow2State::WriteAllocatingLocked(
+absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteAllocatingLocked(
     uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts) {
   if (!commit_failed_.ok()) return commit_failed_;
-  if (extended_l2_) {
-    return WriteSubclustersLocked(voff, data, counts, /*may_defer=*/true);
-  }
+  if (extended_l2_) return WriteSubclustersLocked(voff, data, counts);
   absl::StatusOr<Mapping> m = Map(0, voff, counts);
   if (!m.ok()) return m.status();
   if (m->kind == L2Kind::kData && m->writable_in_place) {
-    return AllocatingWrite{AllocatingWrite::Next::kWrite, m->host_offset};
+    return std::optional<uint64_t>(m->host_offset);
   }
   const uint64_t cluster = cluster_size_;
   const uint64_t within = voff % cluster;
@@ -272,10 +270,8 @@ absl::StatusOr<AllocatingWrite> Qcow2State::WriteAllocatingLocked(
   // preallocated zero cluster, or compressed data): one reference less,
   // in a later stage.
   if (absl::Status s = ReleaseNamed(*m, counts); !s.ok()) return s;
-  if (fresh) {
-    return AllocatingWrite{AllocatingWrite::Next::kWrite, *host + within};
-  }
-  return AllocatingWrite{};
+  if (fresh) return std::optional<uint64_t>(*host + within);
+  return std::optional<uint64_t>();
 }
 
 absl::StatusOr<uint64_t> Qcow2State::AllocateClusterLocked(
@@ -343,18 +339,12 @@ absl::Status Qcow2State::ReleaseSharedTable(uint64_t table,
   return released;
 }
 
-absl::StatusOr<bool> Qcow2State::Deallocate(io::IoOp op, uint64_t voff,
-                                            uint64_t length,
-                                            Qcow2Counts& counts) {
+absl::Status Qcow2State::Deallocate(io::IoOp op, uint64_t voff, uint64_t length,
+                                    Qcow2Counts& counts) {
   std::unique_lock<std::shared_mutex> lock(mutex_);
   if (!commit_failed_.ok()) return commit_failed_;
   if (extended_l2_) {
-    // Not while a write fills subclusters of the cluster: it could drop
-    // the cluster that write names when it completes.
-    if (filling_.count(voff / cluster_size_) != 0) return false;
-    absl::Status s = DeallocateSubclustersLocked(op, voff, length, counts);
-    if (!s.ok()) return s;
-    return true;
+    return DeallocateSubclustersLocked(op, voff, length, counts);
   }
   absl::StatusOr<Mapping> m = Map(0, voff, counts);
   if (!m.ok()) return m.status();
@@ -371,7 +361,7 @@ absl::StatusOr<bool> Qcow2State::Deallocate(io::IoOp op, uint64_t voff,
         v3 && (backing || op == io::IoOp::kWriteZeroes) ? qcow2::kL2Zero : 0;
     if ((entry == 0 && m->kind == L2Kind::kUnallocated) ||
         (entry != 0 && m->kind == L2Kind::kZero && m->host_cluster == 0)) {
-      return true;
+      return absl::OkStatus();
     }
     journal_.Begin();
     qcow2::WritePlan plan;
@@ -384,25 +374,20 @@ absl::StatusOr<bool> Qcow2State::Deallocate(io::IoOp op, uint64_t voff,
       return s;
     }
     if (!set.ok()) return set;
-    if (absl::Status s = ReleaseNamed(*m, counts); !s.ok()) return s;
-    return true;
+    return ReleaseNamed(*m, counts);
   }
   // Part of a cluster (or a version 2 image over a backing file): zeros
   // written, unless the range reads as zeros already.
   if (m->kind == L2Kind::kZero ||
       (m->kind == L2Kind::kUnallocated && !backing)) {
-    return true;
+    return absl::OkStatus();
   }
   const std::vector<uint8_t> zeros(length, 0);
-  absl::StatusOr<AllocatingWrite> written =
+  absl::StatusOr<std::optional<uint64_t>> written =
       WriteAllocatingLocked(voff, zeros, counts);
   if (!written.ok()) return written.status();
-  if (written->next == AllocatingWrite::Next::kWrite) {
-    if (absl::Status s = top().WriteHost(written->host, zeros); !s.ok()) {
-      return s;
-    }
-  }
-  return true;
+  if (!written->has_value()) return absl::OkStatus();
+  return top().WriteHost(**written, zeros);
 }
 
 }  // namespace pvdisk::image

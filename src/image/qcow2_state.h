@@ -41,9 +41,7 @@
 // Either way the commit's first fdatasync makes completed data durable
 // before the stage that holds the L2 entry is written. With extended L2
 // entries the same is done by subcluster (qcow2_subclusters.cc): only the
-// subclusters a write touches are filled and marked allocated, and a fill
-// over a backing file is written by the engine, asynchronously, before
-// its subclusters are named (AllocatingWrite::kWriteThenName).
+// subclusters a write touches are filled and marked allocated.
 #pragma once
 
 #include <atomic>
@@ -52,7 +50,6 @@
 #include <optional>
 #include <shared_mutex>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -66,28 +63,6 @@ namespace pvdisk::image {
 
 // What one engine counted of its metadata work (stats/counters.h names).
 using Qcow2Counts = io::FormatCounts;
-
-// What a write that needed the state's metadata steps leaves to its
-// engine (Qcow2State::WriteAllocating).
-struct AllocatingWrite {
-  enum class Next {
-    kNothing,  // the write is done: allocated, copied and written
-    kWrite,    // write the request's bytes at `host`
-    // Write `bytes` (when empty: the request's bytes) at `host`, then,
-    // once that write completed, NameSubclusters(voff, host cluster,
-    // `subclusters`); the subclusters stay reserved for this write until
-    // then.
-    kWriteThenName,
-    // Another write is filling subclusters this one touches (or, for a
-    // deallocation, any subcluster of the cluster): try again once it is
-    // named.
-    kWait,
-  };
-  Next next = Next::kNothing;
-  uint64_t host = 0;
-  std::vector<uint8_t> bytes;
-  uint32_t subclusters = 0;
-};
 
 class Qcow2State {
  public:
@@ -134,34 +109,20 @@ class Qcow2State {
   // zeros, unless the new cluster reads as those bytes already, and names
   // it in the L2 table (an L2 table a snapshot shares copied first, and
   // its reference and the old cluster's dropped in later stages). Returns
-  // kWrite and the host offset to write `data` at instead when the cluster
-  // turns out writable in place (another request allocated it meanwhile)
-  // or is a new cluster that needs only `data`; kNothing when the write is
-  // done. With extended L2 entries, a write that fills subclusters of a
-  // cluster it may write in place (or a new one) returns kWriteThenName:
-  // the engine writes the bytes asynchronously and names them after, so
-  // the copied data is in the file before the entry that names it, and
-  // the subclusters read as before until then. Takes mutex() exclusively.
-  absl::StatusOr<AllocatingWrite> WriteAllocating(uint64_t voff,
-                                                  std::span<const uint8_t> data,
-                                                  Qcow2Counts& counts);
-  // The write of a kWriteThenName answer for the cluster of `voff` (at
-  // `host_cluster`) completed (`written`) or failed: its subclusters are
-  // marked allocated (zero bits cleared) in a change of their own, staged
-  // after every completed data write, and no longer reserved. Takes
+  // the host offset to write `data` at instead when the cluster turns out
+  // writable in place (another request allocated it meanwhile) or is a new
+  // cluster that needs only `data`; nullopt when the write is done. Takes
   // mutex() exclusively.
-  absl::Status NameSubclusters(uint64_t voff, uint64_t host_cluster,
-                               uint32_t subclusters, bool written,
-                               Qcow2Counts& counts);
+  absl::StatusOr<std::optional<uint64_t>> WriteAllocating(
+      uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts);
 
   // kDiscard or kWriteZeroes of [voff, voff + length), inside one cluster
   // of the top layer. A whole cluster becomes unallocated (discard without
   // a backing file) or a zero cluster (version 3), and its host cluster is
   // given back in a later stage than the entry's; otherwise zeros are
-  // written. false: a write is filling subclusters of the cluster (try
-  // again once it is named). Takes mutex() exclusively.
-  absl::StatusOr<bool> Deallocate(io::IoOp op, uint64_t voff, uint64_t length,
-                                  Qcow2Counts& counts);
+  // written. Takes mutex() exclusively.
+  absl::Status Deallocate(io::IoOp op, uint64_t voff, uint64_t length,
+                          Qcow2Counts& counts);
 
   // Writes the journal to the file, stage by stage, with an fdatasync
   // between stages but not after the last: the caller's flush of the top
@@ -180,7 +141,7 @@ class Qcow2State {
 
  private:
   // WriteAllocating with mutex() held exclusively.
-  absl::StatusOr<AllocatingWrite> WriteAllocatingLocked(
+  absl::StatusOr<std::optional<uint64_t>> WriteAllocatingLocked(
       uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts);
   // Puts `plan` in the journal, as part of the change journal_.Begin()
   // started; a plan always goes in, even after a step failed: memory
@@ -205,12 +166,9 @@ class Qcow2State {
   absl::StatusOr<uint64_t> AllocateClusterLocked(uint64_t voff,
                                                  Qcow2Counts& counts);
   // With extended L2 entries (qcow2_subclusters.cc): WriteAllocatingLocked
-  // and Deallocate by subcluster; `may_defer` false: never
-  // kWriteThenName (the bytes are written before it returns).
-  // REQUIRES: mutex() held exclusively.
-  absl::StatusOr<AllocatingWrite> WriteSubclustersLocked(
-      uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts,
-      bool may_defer);
+  // and Deallocate by subcluster. REQUIRES: mutex() held exclusively.
+  absl::StatusOr<std::optional<uint64_t>> WriteSubclustersLocked(
+      uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts);
   absl::Status DeallocateSubclustersLocked(io::IoOp op, uint64_t voff,
                                            uint64_t length,
                                            Qcow2Counts& counts);
@@ -235,9 +193,6 @@ class Qcow2State {
   uint64_t used_end_ = 0;    // the end of its last cluster in use
   uint64_t fresh_from_ = 0;  // clusters from here on were never written
   absl::Status commit_failed_;
-  // By cluster index of the top layer: the subclusters reserved for
-  // kWriteThenName writes in flight (guarded by mutex()).
-  std::unordered_map<uint64_t, uint32_t> filling_;
   bool commit_before_answer_ = false;
 };
 

@@ -10,17 +10,6 @@
 // copies nothing. A new cluster that replaces compressed data or a shared
 // cluster is written whole, so every subcluster the old one held stays.
 //
-// Where the cluster is new or written in place, the bytes (the request's
-// and the edge copies) are written asynchronously by the engine, and the
-// subclusters' bits are set only once that write completed
-// (NameSubclusters): the entry never names copied data before it is in
-// the file, and the commit's flush before the entry's stage makes it
-// durable first. Meanwhile the subclusters are reserved (filling_): a
-// second write touching them, or a deallocation in the cluster, waits
-// (kWait) instead of racing the first's edge copies; writes into other
-// subclusters of the cluster go on, and each naming sets its bits on the
-// entry as it is then, so none loses another's.
-//
 // A discard or write of zeroes sets the zero bits of the subclusters it
 // covers whole (a discard without a backing file makes them unallocated
 // instead) and writes zeros into the parts of subclusters at its edges;
@@ -71,16 +60,14 @@ absl::StatusOr<ExtendedEntry> ReadEntry(qcow2::Qcow2Metadata& md,
 
 }  // namespace
 
-absl::StatusOr<AllocatingWrite> Qcow2State::WriteSubclustersLocked(
-    uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts,
-    bool may_defer) {
-  using Next = AllocatingWrite::Next;
+absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteSubclustersLocked(
+    uint64_t voff, std::span<const uint8_t> data, Qcow2Counts& counts) {
   // Map loads the table and refuses an invalid entry.
   absl::StatusOr<Mapping> m = Map(0, voff, counts);
   if (!m.ok()) return m.status();
   if (m->kind == L2Kind::kData && m->writable_in_place &&
       m->bytes >= data.size()) {
-    return AllocatingWrite{Next::kWrite, m->host_offset};
+    return std::optional<uint64_t>(m->host_offset);
   }
   qcow2::Qcow2Metadata& md = top().metadata();
   absl::StatusOr<ExtendedEntry> entry = ReadEntry(md, voff);
@@ -104,13 +91,6 @@ absl::StatusOr<AllocatingWrite> Qcow2State::WriteSubclustersLocked(
   const uint32_t end =
       static_cast<uint32_t>((within + data.size() + sub - 1) / sub);
   const uint32_t touched = qcow2::SubclusterMask(first, end);
-  // Subclusters another write is filling (their edge copies and bits are
-  // that write's until it is named): this one waits.
-  const uint64_t cluster_index = voff / cluster;
-  if (auto f = filling_.find(cluster_index);
-      f != filling_.end() && (f->second & touched) != 0) {
-    return AllocatingWrite{Next::kWait};
-  }
   SubclusterBitmap next{bits.allocated | touched, bits.zero & ~touched};
   if (compressed) next = {~0u, 0};
 
@@ -136,18 +116,8 @@ absl::StatusOr<AllocatingWrite> Qcow2State::WriteSubclustersLocked(
   const bool read_zero = (reads_zero & touched) == touched;
   const bool async =
       only_data && !in_place && !whole && read_zero && host >= fresh_from_;
-  // Otherwise, unless the cluster is written whole, the engine writes the
-  // bytes (the request's, and what the edges copy) asynchronously and
-  // names the subclusters after (NameSubclusters): the entry names them
-  // only once their data is in the file, so they read as before until
-  // then, and the commit's flush before the entry's stage makes the data
-  // durable first. The entry names the new cluster (no subcluster
-  // allocated yet) at once: other writes into the cluster fill their
-  // subclusters in place.
-  const bool defer = may_defer && !async && !whole;
-  std::vector<uint8_t> buffer;
-  if (!async && !(defer && only_data)) {
-    buffer.assign(hi - lo, 0);
+  if (!async) {
+    std::vector<uint8_t> buffer(hi - lo, 0);
     std::vector<uint8_t> inflated;
     if (compressed) {
       inflated.resize(cluster);
@@ -188,24 +158,9 @@ absl::StatusOr<AllocatingWrite> Qcow2State::WriteSubclustersLocked(
     if (absl::Status s = fill(lo, within); !s.ok()) return s;
     if (absl::Status s = fill(within + data.size(), hi); !s.ok()) return s;
     std::memcpy(buffer.data() + (within - lo), data.data(), data.size());
-    if (!defer) {
-      if (absl::Status s = top().WriteHost(host + lo, buffer); !s.ok()) {
-        return s;
-      }
+    if (absl::Status s = top().WriteHost(host + lo, buffer); !s.ok()) {
+      return s;
     }
-  }
-  if (defer) {
-    if (!in_place) {  // (the old entry named no cluster: nothing to drop)
-      qcow2::WritePlan plan;
-      absl::Status set = top().SetL2Entry(voff, qcow2::EncodeL2Data(host), plan,
-                                          entry->bitmap);
-      if (published_[0]) published_[0]->Withdraw(voff);
-      if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
-      if (!set.ok()) return set;
-    }
-    filling_[cluster_index] |= touched;
-    return AllocatingWrite{Next::kWriteThenName, host + lo, std::move(buffer),
-                           touched};
   }
   // The entry in a later stage than the refcount (a barrier first); the
   // commit's flush between them makes the data durable before the entry
@@ -219,48 +174,8 @@ absl::StatusOr<AllocatingWrite> Qcow2State::WriteSubclustersLocked(
   if (!in_place) {
     if (absl::Status s = ReleaseNamed(*m, counts); !s.ok()) return s;
   }
-  if (async) return AllocatingWrite{Next::kWrite, host + within};
-  return AllocatingWrite{};
-}
-
-absl::Status Qcow2State::NameSubclusters(uint64_t voff, uint64_t host_cluster,
-                                         uint32_t subclusters, bool written,
-                                         Qcow2Counts& counts) {
-  std::unique_lock<std::shared_mutex> lock(mutex_);
-  const uint64_t cluster_index = voff / cluster_size_;
-  if (auto f = filling_.find(cluster_index); f != filling_.end()) {
-    f->second &= ~subclusters;
-    if (f->second == 0) filling_.erase(f);
-  }
-  // A failed write leaves its subclusters reading as before.
-  if (!written) return absl::OkStatus();
-  if (!commit_failed_.ok()) return commit_failed_;
-  absl::StatusOr<Mapping> m = Map(0, voff, counts);  // loads the table
-  if (!m.ok()) return m.status();
-  qcow2::Qcow2Metadata& md = top().metadata();
-  absl::StatusOr<ExtendedEntry> entry = ReadEntry(md, voff);
-  if (!entry.ok()) return entry.status();
-  const qcow2::L2Entry now =
-      qcow2::DecodeL2Entry(entry->raw, md.header.version, /*extended=*/true);
-  if (now.host_offset != host_cluster) {
-    // Nothing changes the cluster while subclusters of it are reserved.
-    return absl::InternalError(
-        absl::StrCat(md.name, ": the entry of the cluster at virtual offset ",
-                     voff - voff % cluster_size_,
-                     " changed while a write filled its subclusters"));
-  }
-  // The bits as they are now: other writes into the cluster named theirs.
-  const SubclusterBitmap bits = qcow2::DecodeSubclusterBitmap(entry->bitmap);
-  const SubclusterBitmap next{bits.allocated | subclusters,
-                              bits.zero & ~subclusters};
-  journal_.Begin();
-  qcow2::WritePlan plan;
-  absl::Status set =
-      top().SetL2Entry(voff, qcow2::EncodeL2Data(host_cluster), plan,
-                       qcow2::EncodeSubclusterBitmap(next));
-  if (published_[0]) published_[0]->Withdraw(voff);
-  if (absl::Status s = Journal(plan, counts); !s.ok()) return s;
-  return set;
+  if (async) return std::optional<uint64_t>(host + within);
+  return std::optional<uint64_t>();
 }
 
 absl::Status Qcow2State::DeallocateSubclustersLocked(io::IoOp op, uint64_t voff,
@@ -331,13 +246,11 @@ absl::Status Qcow2State::DeallocateSubclustersLocked(io::IoOp op, uint64_t voff,
       if (reads_zero && (b - 1) / sub == i) return absl::OkStatus();
     }
     const std::vector<uint8_t> zeros(b - a, 0);
-    absl::StatusOr<AllocatingWrite> written = WriteSubclustersLocked(
-        voff - within + a, zeros, counts, /*may_defer=*/false);
+    absl::StatusOr<std::optional<uint64_t>> written =
+        WriteSubclustersLocked(voff - within + a, zeros, counts);
     if (!written.ok()) return written.status();
-    if (written->next != AllocatingWrite::Next::kWrite) {
-      return absl::OkStatus();
-    }
-    return top().WriteHost(written->host, zeros);
+    if (!written->has_value()) return absl::OkStatus();
+    return top().WriteHost(**written, zeros);
   };
   if (first >= end || (compressed && !whole_cluster)) {
     return zero_range(within, stop);
