@@ -1,13 +1,13 @@
 // Fuzzes the qcow2 core (src/image/qcow2/) with the input as an image file:
 // the header and its extensions are parsed, the layout checked, the L1 and
 // refcount tables built, the refcounts counted anew as for a dirty image
-// (the plan checked: it writes inside the file or appends whole clusters,
-// and clears the dirty bit last), every cluster of the disk mapped (tables
-// loaded from the input as the mapper asks for them), the snapshot table
-// parsed and each usable snapshot's disk mapped through its own L1 table,
-// and then clusters allocated and named by L2 entries (an L2 table shared
-// with a snapshot copied first), with the write plans carried out on the
-// in-memory file. Properties: no crash or undefined behaviour; a refusal
+// with the snapshots' tables (the plan checked: it writes inside the file
+// or appends whole clusters, and clears the dirty bit last), every cluster of
+// the disk mapped (tables loaded from the input as the mapper asks for them),
+// the snapshot table parsed and each usable snapshot's disk mapped through its
+// own L1 table, and then clusters allocated and named by L2 entries (an L2
+// table shared with a snapshot copied first), with the write plans carried out
+// on the in-memory file. Properties: no crash or undefined behaviour; a refusal
 // is InvalidArgument (header, layout) or DataLoss (a range); a data
 // mapping lies inside the file, aligned, clear of metadata; a compressed
 // cluster's data starts inside the file and inflates into exactly one
@@ -42,9 +42,15 @@ namespace {
 
 using namespace pvdisk::image::qcow2;
 
-// The image file, growing as plans write past its end (bounded).
+// The most a file grows to (plans and data clusters past its end).
+constexpr uint64_t kMaxFileBytes = uint64_t{8} << 20;
+
+// The image file, growing as plans write past its end (bounded). Its bytes
+// live in one buffer of kMaxFileBytes kept from input to input: a buffer
+// of its own for each would be mapped, faulted in and unmapped each time,
+// which cost more than everything the input exercises.
 struct File {
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t>& bytes;
   std::vector<uint8_t> Read(uint64_t offset, uint64_t length) const {
     std::vector<uint8_t> out(length, 0);
     if (length > 0 && offset < bytes.size()) {
@@ -54,7 +60,9 @@ struct File {
     return out;
   }
   bool Write(uint64_t offset, const std::vector<uint8_t>& data) {
-    if (offset > (8u << 20) || offset + data.size() > (8u << 20)) return false;
+    if (offset > kMaxFileBytes || offset + data.size() > kMaxFileBytes) {
+      return false;
+    }
     if (data.empty()) return true;
     if (bytes.size() < offset + data.size()) bytes.resize(offset + data.size());
     std::memcpy(bytes.data() + offset, data.data(), data.size());
@@ -158,14 +166,29 @@ auto Drive(Qcow2Metadata& md, const File& file, Step step) -> decltype(step()) {
 
 // Counts the refcounts anew, as a writable open of a dirty image does, and
 // checks the plan (not carried out: the rest runs on the file as it is).
-void Rebuild(const Qcow2Metadata& md, const File& file) {
-  absl::StatusOr<RefcountRebuild> rebuild = RefcountRebuild::Start(md);
+void Rebuild(const Qcow2Metadata& md, const File& file,
+             const std::vector<Snapshot>& snapshots) {
+  absl::StatusOr<RefcountRebuild> rebuild =
+      RefcountRebuild::Start(md, snapshots);
   if (!rebuild.ok()) {
     FUZZ_CHECK(absl::IsFailedPrecondition(rebuild.status()),
                "a rebuild refused with a code other than FailedPrecondition");
     return;
   }
   const uint64_t cluster = md.cluster_size();
+  for (size_t i = 0; i < rebuild->snapshot_l1_tables().size(); ++i) {
+    const RefcountRebuild::TableBytes t = rebuild->snapshot_l1_tables()[i];
+    FUZZ_CHECK(t.offset + t.bytes <= md.file_size,
+               "a rebuild asked for a snapshot L1 table outside the file");
+    absl::Status s =
+        rebuild->CountSnapshotL1Table(i, file.Read(t.offset, t.bytes));
+    if (!s.ok()) {
+      FUZZ_CHECK(absl::IsFailedPrecondition(s),
+                 "a snapshot L1 table refused with a code other than "
+                 "FailedPrecondition");
+      return;
+    }
+  }
   for (uint64_t offset : rebuild->l2_tables()) {
     FUZZ_CHECK(offset % cluster == 0 && offset + cluster <= md.file_size,
                "a rebuild asked for an L2 table outside the file");
@@ -198,11 +221,11 @@ void Rebuild(const Qcow2Metadata& md, const File& file) {
              "a rebuild that counts not even the header");
 }
 
-// Parses the snapshot table and maps a few clusters of each usable
-// snapshot's disk (the first 4) through its own L1 table.
-void Snapshots(const Qcow2Header& header, const Qcow2Metadata& md,
-               const File& file, const std::vector<uint8_t>& refcounts) {
-  if (header.nb_snapshots == 0) return;
+// Parses the snapshot table (empty when it is refused).
+std::vector<Snapshot> ParseSnapshots(const Qcow2Header& header,
+                                     const Qcow2Metadata& md,
+                                     const File& file) {
+  if (header.nb_snapshots == 0) return {};
   const uint64_t file_size = file.bytes.size();
   FUZZ_CHECK(header.snapshots_offset < file_size,
              "a layout with a snapshot table past the file accepted");
@@ -215,12 +238,21 @@ void Snapshots(const Qcow2Header& header, const Qcow2Metadata& md,
     FUZZ_CHECK(absl::IsInvalidArgument(snapshots.status()),
                "a snapshot table refused with a code other than "
                "InvalidArgument");
-    return;
+    return {};
   }
   FUZZ_CHECK(snapshots->size() == header.nb_snapshots,
              "a snapshot table with another count than nb_snapshots");
-  for (size_t i = 0; i < snapshots->size() && i < 4; ++i) {
-    const Snapshot& s = (*snapshots)[i];
+  return std::move(*snapshots);
+}
+
+// Maps a few clusters of each usable snapshot's disk (the first 4)
+// through its own L1 table.
+void Snapshots(const Qcow2Header& header,
+               const std::vector<Snapshot>& snapshots, const File& file,
+               const std::vector<uint8_t>& refcounts) {
+  const uint64_t file_size = file.bytes.size();
+  for (size_t i = 0; i < snapshots.size() && i < 4; ++i) {
+    const Snapshot& s = snapshots[i];
     if (!s.problem.empty()) continue;
     const Qcow2Header mapped = SnapshotHeader(header, s);
     // (An empty L1 table, of a disk of 0 bytes, is never read.)
@@ -247,10 +279,21 @@ void Snapshots(const Qcow2Header& header, const Qcow2Metadata& md,
   }
 }
 
+std::vector<uint8_t>& FileBuffer() {
+  static std::vector<uint8_t>* buffer = [] {
+    auto* b = new std::vector<uint8_t>();
+    b->reserve(kMaxFileBytes);
+    return b;
+  }();
+  return *buffer;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  File file{std::vector<uint8_t>(data, data + size)};
+  std::vector<uint8_t>& buffer = FileBuffer();
+  buffer.assign(data, data + size);  // within its capacity: no new mapping
+  File file{buffer};
   absl::StatusOr<Qcow2Header> header =
       ParseQcow2Header(std::span<const uint8_t>(data, size), "fuzz");
   if (!header.ok()) {
@@ -278,8 +321,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       BuildQcow2Metadata(*header, file_size, l1, refcounts, "fuzz", 2, 2);
   FUZZ_CHECK(built.ok(), "a checked layout refused by BuildQcow2Metadata");
   Qcow2Metadata& md = **built;
-  Rebuild(md, file);
-  Snapshots(*header, md, file, refcounts);
+  const std::vector<Snapshot> snapshots = ParseSnapshots(*header, md, file);
+  Rebuild(md, file, snapshots);
+  Snapshots(*header, snapshots, file, refcounts);
 
   // Map clusters spread over the whole disk (at most 256).
   const uint64_t cluster = md.cluster_size();

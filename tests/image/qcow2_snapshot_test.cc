@@ -10,6 +10,8 @@
 // wrote; `pvdisk info` lists the snapshots; snapshot=NAME serves one
 // read-only (EROFS for writes), an unknown name is refused listing the
 // names there are, and hostile snapshot tables are refused with a message.
+// A dirty image with snapshots (lazy refcounts, qemu-io aborted) has its
+// refcounts rebuilt, snapshots counted, and is served read-write.
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <unistd.h>
@@ -176,16 +178,6 @@ void QemuIo(const std::string& image,
   ShOk(line + " '" + image + "'");
 }
 
-std::string SnapshotRaw(const TempDir& dir, const std::string& image,
-                        const std::string& name) {
-  const std::string raw = dir.Path("snap.raw");
-  ShOk("qemu-img convert -U -l snapshot.name=" + name + " -O raw '" + image +
-       "' '" + raw + "'");
-  std::string bytes = ReadWholeFile(raw);
-  unlink(raw.c_str());
-  return bytes;
-}
-
 // 8 MiB, 64 KiB clusters: s1 after the first writes, s2 after more that
 // overwrite part of them. The disk's one L2 table is then shared with s2
 // (QEMU copied s1's at the first write after it): pvdisk's first write
@@ -265,6 +257,62 @@ TEST(Qcow2SnapshotMountTest, WritesThroughPvdiskLeaveEverySnapshotAsItWas) {
   EXPECT_EQ(FirstDifference(model.substr(kMiB, 5 * kMiB),
                             live.substr(kMiB, 5 * kMiB), kMiB),
             "");
+}
+
+// A dirty image with snapshots (lazy refcounts, and qemu-io aborted after
+// allocating writes: the refcounts in the file are stale): pvdisk counts
+// the refcounts anew, the snapshots' tables and the clusters they share
+// included, and serves it read-write. Writes into clusters every snapshot
+// shares, one shares and the live disk's own then leave an image qemu-img
+// check passes, with every snapshot as it was.
+TEST(Qcow2SnapshotMountTest, DirtyImageWithSnapshotsIsRebuiltAndServed) {
+  PVDISK_REQUIRE_QEMU();
+  TempDir dir;
+  const std::string image = dir.Path("img.qcow2");
+  // 4 KiB clusters: an L2 table maps 2 MiB, so the abort's writes copy
+  // only some tables, and the rest stay shared by s2 and the live disk
+  // (counted twice, with every cluster they name).
+  ShOk("qemu-img create -q -f qcow2 -o cluster_size=4k,lazy_refcounts=on '" +
+       image + "' 8M");
+  QemuIo(image, {"write -P 0x11 0 3M", "write -P 0x12 5M 1M"});
+  ShOk("qemu-img snapshot -c s1 '" + image + "'");
+  QemuIo(image, {"write -P 0x21 1M 1M", "write -P 0x22 4M 512k"});
+  ShOk("qemu-img snapshot -c s2 '" + image + "'");
+  const std::string s1 = SnapshotRaw(dir, image, "s1");
+  const std::string s2 = SnapshotRaw(dir, image, "s2");
+  // qemu-io aborts (exits non-zero by design) after new clusters and a
+  // write into a shared one.
+  Sh("qemu-io -c 'write -P 0x31 6M 256k' -c 'write -P 0x32 2M 64k' "
+     "-c abort '" +
+     image + "'");
+  ASSERT_EQ(Be64(ReadWholeFile(image), 72) & 1, 1u)
+      << "qemu-io left no dirty image";
+  std::string model = QemuRaw(dir, image);
+  {
+    Mount mount(dir.MakeDir("mnt"), {"--disk", image});
+    ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+    Fd fd = Open(mount.Path("img.qcow2"), O_RDWR);
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    // Shared by s1, s2 and the disk; by s2 and the disk; the disk's own
+    // (written before the abort); never written.
+    const std::vector<std::pair<uint64_t, uint64_t>> writes = {
+        {8 * kKiB, 4 * kKiB},
+        {1 * kMiB + 64 * kKiB, 100 * kKiB},
+        {6 * kMiB + 4 * kKiB, 8 * kKiB},
+        {7 * kMiB, 192 * kKiB}};
+    for (size_t i = 0; i < writes.size(); ++i) {
+      const std::string bytes = PatternBytes(i + 7, writes[i].second);
+      PwriteAll(fd.get(), writes[i].first, bytes);
+      model.replace(writes[i].first, bytes.size(), bytes);
+    }
+    ASSERT_EQ(fsync(fd.get()), 0) << std::strerror(errno);
+    EXPECT_EQ(FirstDifference(model, PreadAll(fd.get(), 0, 8 * kMiB)), "");
+  }
+  EXPECT_EQ(Be64(ReadWholeFile(image), 72) & 1, 0u) << "still dirty";
+  ShOk("qemu-img check '" + image + "'");
+  EXPECT_EQ(FirstDifference(s1, SnapshotRaw(dir, image, "s1")), "");
+  EXPECT_EQ(FirstDifference(s2, SnapshotRaw(dir, image, "s2")), "");
+  EXPECT_EQ(FirstDifference(model, QemuRaw(dir, image)), "");
 }
 
 TEST(Qcow2SnapshotMountTest, SnapshotServedReadOnlyAndListedByInfo) {

@@ -8,8 +8,12 @@
 // `qemu-img check` passes, `qemu-img compare` finds equal to a raw copy written
 // the same way, and in which qemu-io reads pvdisk's patterns; a small write
 // over the backing file copies at most its edge subclusters, not a cluster;
-// kill -9 during such writes leaves every sector old or new. Entries with
-// invalid bitmaps fail only their cluster's reads with EIO.
+// kill -9 during such writes leaves every sector old or new; internal
+// snapshots of such an image keep their content through pvdisk's writes
+// and discards (the shared L2 table copied on the subcluster paths); with
+// an L2 cache of one table, tables evicted with entries only in the
+// journal read back through it. Entries with invalid bitmaps fail only
+// their cluster's reads with EIO.
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <signal.h>
@@ -254,6 +258,135 @@ TEST(Qcow2SubclusterMountTest, SigkillDuringWritesLeavesOldOrNewSectors) {
     if (after.compare(at, 512, zeros) == 0) ++zero_sectors;
   }
   EXPECT_EQ(zero_sectors, 0u);
+}
+
+// Extended L2 entries and internal snapshots in one image (64 KiB
+// clusters over a raw backing file): snapshot s1 after qemu-io's first
+// writes, s2 after more, so the disk's one L2 table is shared with s2 and
+// some data clusters with both. pvdisk's first change either allocates
+// subclusters of a cluster never written (so the subcluster path copies
+// the shared table) or discards part of one (the deallocation path copies
+// it); then writes into clusters the snapshots share (copied whole first)
+// and fio's verified writes. Afterwards qemu-img check passes, each
+// snapshot converts to what it did before, and the live disk is what the
+// mount showed and the model wrote.
+TEST(Qcow2SubclusterMountTest, SnapshotsKeepTheirSubclustersThroughWrites) {
+  PVDISK_REQUIRE_QEMU();
+  PVDISK_REQUIRE_FIO();
+  for (const bool discard_first : {false, true}) {
+    SCOPED_TRACE(discard_first ? "a discard first" : "a write first");
+    TempDir dir;
+    const std::string image = dir.Path("top.qcow2");
+    ShOk("cd '" + dir.path() +
+         "' && head -c 4194304 /dev/urandom > base.raw && "
+         "qemu-img create -q -f qcow2 -o extended_l2=on,cluster_size=64k "
+         "-b base.raw -F raw top.qcow2 && "
+         "qemu-io -f qcow2 -c 'write -P 0xb1 0 4k' -c 'write -P 0xb2 256k 64k' "
+         "-c 'write -P 0xb3 1m 6k' -c 'write -z 1100k 8k' top.qcow2 >/dev/null "
+         "&& qemu-img snapshot -c s1 top.qcow2 && "
+         "qemu-io -f qcow2 -c 'write -P 0xb4 2k 4k' -c 'write -P 0xb5 512k 3k' "
+         "top.qcow2 >/dev/null && qemu-img snapshot -c s2 top.qcow2");
+    const std::string s1 = SnapshotRaw(dir, image, "s1");
+    const std::string s2 = SnapshotRaw(dir, image, "s2");
+    ASSERT_NE(s1, s2);
+    std::string model = QemuRaw(dir, image);
+    const std::string shown = dir.Path("shown.raw");
+    {
+      Mount mount(dir.MakeDir("mnt"), {"--disk", image});
+      ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+      const std::string disk = mount.Path("top.qcow2");
+      Fd fd = Open(disk, O_RDWR);
+      ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+      if (discard_first) {  // part of a cluster s1 and s2 share
+        ASSERT_EQ(
+            fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                      1 * kMiB + 2 * kKiB, 6 * kKiB),
+            0)
+            << std::strerror(errno);
+        model.replace(1 * kMiB + 2 * kKiB, 6 * kKiB, 6 * kKiB, '\0');
+      }
+      // Never written (partial subclusters, then whole ones); shared by
+      // s2 only; shared by s1 and s2; the write of zeroes s1 saw.
+      const std::vector<std::pair<uint64_t, uint64_t>> writes = {
+          {3 * kMiB + 1000, 3000},
+          {3 * kMiB + 64 * kKiB, 8 * kKiB},
+          {2 * kKiB + 512, 1 * kKiB},
+          {512 * kKiB + 4 * kKiB, 2 * kKiB},
+          {256 * kKiB + 10 * kKiB, 3 * kKiB},
+          {1100 * kKiB + 1 * kKiB, 2 * kKiB}};
+      for (size_t i = 0; i < writes.size(); ++i) {
+        const std::string bytes = PatternBytes(i + 3, writes[i].second);
+        PwriteAll(fd.get(), writes[i].first, bytes);
+        model.replace(writes[i].first, bytes.size(), bytes);
+      }
+      ASSERT_EQ(fsync(fd.get()), 0) << std::strerror(errno);
+      EXPECT_EQ(FirstDifference(model, PreadAll(fd.get(), 0, 4 * kMiB)), "");
+      ExpectFioClean(RunCommand(FioCommand(
+          disk, {"--rw=randwrite", "--bsrange=512-12k", "--offset=1536k",
+                 "--size=1m", "--iodepth=8", "--number_ios=64",
+                 "--verify=crc32c", "--do_verify=1"})));
+      const DiskStats stats = StatsOf(mount.mountpoint(), "top.qcow2");
+      EXPECT_GT(stats["cow_bytes"], 0u);
+      ShOk("cp '" + disk + "' '" + shown + "'");
+    }
+    ShOk("qemu-img check '" + image + "'");
+    EXPECT_EQ(FirstDifference(s1, SnapshotRaw(dir, image, "s1")), "");
+    EXPECT_EQ(FirstDifference(s2, SnapshotRaw(dir, image, "s2")), "");
+    const std::string live = QemuRaw(dir, image);
+    EXPECT_EQ(FirstDifference(ReadWholeFile(shown), live), "");
+    // Outside fio's range the live disk is the model.
+    EXPECT_EQ(FirstDifference(model.substr(0, 1536 * kKiB),
+                              live.substr(0, 1536 * kKiB)),
+              "");
+    EXPECT_EQ(FirstDifference(model.substr(2560 * kKiB),
+                              live.substr(2560 * kKiB), 2560 * kKiB),
+              "");
+  }
+}
+
+// With an L2 cache of one table (16 KiB clusters: a table maps 16 MiB;
+// the disk has three), writes of partial and whole subclusters over the
+// backing file go round the tables twice: each table is evicted with new
+// entries only in the journal and read back through it. What the mount
+// reads, before and after the commit, and what QEMU reads afterwards is
+// the model.
+TEST(Qcow2SubclusterMountTest, TablesEvictedFromASmallCacheReadBackTheJournal) {
+  PVDISK_REQUIRE_QEMU();
+  TempDir dir;
+  const std::string image = dir.Path("top.qcow2");
+  constexpr uint64_t kSize = 48 * kMiB;
+  ShOk("cd '" + dir.path() +
+       "' && head -c 50331648 /dev/urandom > base.raw && "
+       "qemu-img create -q -f qcow2 -o extended_l2=on,cluster_size=16k "
+       "-b base.raw -F raw top.qcow2");
+  std::string model = ReadWholeFile(dir.Path("base.raw"));
+  ASSERT_EQ(model.size(), kSize);
+  {
+    Mount mount(dir.MakeDir("mnt"), {"--disk", image + ",l2_cache=16k"});
+    ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+    Fd fd = Open(mount.Path("top.qcow2"), O_RDWR);
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    for (int round = 0; round < 2; ++round) {
+      for (uint64_t table = 0; table < 3; ++table) {
+        // The same cluster each round: the second round's bits join the
+        // first's, which only the journal holds.
+        const uint64_t cluster = table * 16 * kMiB + 5 * 16 * kKiB;
+        const uint64_t at = cluster + (round == 0 ? 700 : 8 * kKiB);
+        const uint64_t length = round == 0 ? 1500 : 2 * kKiB;
+        const std::string bytes = PatternBytes(table * 2 + round + 1, length);
+        PwriteAll(fd.get(), at, bytes);
+        model.replace(at, bytes.size(), bytes);
+      }
+    }
+    EXPECT_EQ(FirstDifference(model, PreadAll(fd.get(), 0, kSize)), "");
+    const DiskStats before = StatsOf(mount.mountpoint(), "top.qcow2");
+    EXPECT_EQ(before["meta_writes"], 0u);  // all of it in the journal
+    EXPECT_GE(before["l2_misses"], 6u);    // every table read back
+    ASSERT_EQ(fsync(fd.get()), 0) << std::strerror(errno);
+    EXPECT_EQ(FirstDifference(model, PreadAll(fd.get(), 0, kSize)), "");
+  }
+  ShOk("qemu-img check '" + image + "'");
+  EXPECT_EQ(FirstDifference(model, QemuRaw(dir, image)), "");
 }
 
 TEST(Qcow2SubclusterMountTest, InvalidBitmapsFailOnlyTheirCluster) {

@@ -47,6 +47,17 @@ inline std::string QemuRaw(const TempDir& dir, const std::string& image) {
   return bytes;
 }
 
+// Internal snapshot `name` of the image as QEMU reads it.
+inline std::string SnapshotRaw(const TempDir& dir, const std::string& image,
+                               const std::string& name) {
+  const std::string raw = dir.Path("snap.raw");
+  ShOk("qemu-img convert -U -l snapshot.name=" + name + " -O raw '" + image +
+       "' '" + raw + "'");
+  std::string bytes = ReadWholeFile(raw);
+  unlink(raw.c_str());
+  return bytes;
+}
+
 // The big-endian 64-bit field at `at` of an image's bytes, read and set.
 inline uint64_t Be64(const std::string& s, uint64_t at) {
   uint64_t v = 0;

@@ -142,8 +142,19 @@ absl::StatusOr<std::unique_ptr<Qcow2File>> Qcow2File::OpenOnce(
 }
 
 absl::StatusOr<uint64_t> Qcow2File::RebuildRefcounts() {
-  absl::StatusOr<RefcountRebuild> rebuild = RefcountRebuild::Start(*md_);
+  absl::StatusOr<RefcountRebuild> rebuild =
+      RefcountRebuild::Start(*md_, snapshots_);
   if (!rebuild.ok()) return rebuild.status();
+  for (size_t i = 0; i < rebuild->snapshot_l1_tables().size(); ++i) {
+    std::vector<uint8_t> l1(rebuild->snapshot_l1_tables()[i].bytes);
+    if (absl::Status s = ReadHost(rebuild->snapshot_l1_tables()[i].offset, l1);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = rebuild->CountSnapshotL1Table(i, l1); !s.ok()) {
+      return s;
+    }
+  }
   std::vector<uint8_t> table(md_->cluster_size());
   for (uint64_t offset : rebuild->l2_tables()) {
     if (absl::Status s = ReadHost(offset, table); !s.ok()) return s;

@@ -108,8 +108,9 @@ absl::StatusOr<std::vector<Snapshot>> ParseSnapshotTable(
     s.id.assign(reinterpret_cast<const char*>(id), id_bytes);
     s.name.assign(reinterpret_cast<const char*>(id + id_bytes), name_bytes);
     s.problem = L1Problem(header, s, file_size, layout);
+    s.entry_bytes = std::min<uint64_t>(entry, bytes.size() - at);
+    at += s.entry_bytes;
     out.push_back(std::move(s));
-    at += std::min<uint64_t>(entry, bytes.size() - at);
   }
   // The table past its first cluster (CheckQcow2Layout placed that) must
   // not cover other metadata.

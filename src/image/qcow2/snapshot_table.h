@@ -55,6 +55,9 @@ struct Snapshot {
   uint64_t disk_size = 0;
   // Empty: the snapshot can be served. Else why not.
   std::string problem;
+  // The bytes its entry takes in the table, padding included (the last
+  // entry's padding only as far as the file goes).
+  uint64_t entry_bytes = 0;
 };
 
 // Parses the table from `bytes`, which start at header.snapshots_offset
