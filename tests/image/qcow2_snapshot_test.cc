@@ -197,9 +197,8 @@ TEST(Qcow2SnapshotMountTest, WritesThroughPvdiskLeaveEverySnapshotAsItWas) {
   TempDir dir;
   const std::string image = dir.Path("img.qcow2");
   MakeImageWithSnapshots(image);
-  const std::string s1 = SnapshotRaw(dir, image, "s1");
-  const std::string s2 = SnapshotRaw(dir, image, "s2");
-  ASSERT_NE(s1, s2);
+  const TwoSnapshots before = SnapshotsBefore(dir, image);
+  ASSERT_NE(before.s1, before.s2);
   // The model: the live disk as QEMU shows it, then written as below.
   std::string model = QemuRaw(dir, image);
   const std::string shown = dir.Path("shown.raw");
@@ -245,9 +244,7 @@ TEST(Qcow2SnapshotMountTest, WritesThroughPvdiskLeaveEverySnapshotAsItWas) {
     EXPECT_GT(stats["clusters_allocated"], 0u);
     ShOk("cp '" + disk + "' '" + shown + "'");
   }
-  ShOk("qemu-img check '" + image + "'");
-  EXPECT_EQ(FirstDifference(s1, SnapshotRaw(dir, image, "s1")), "");
-  EXPECT_EQ(FirstDifference(s2, SnapshotRaw(dir, image, "s2")), "");
+  ExpectCheckedAndSnapshotsKept(dir, image, before);
   const std::string live = QemuRaw(dir, image);
   EXPECT_EQ(FirstDifference(ReadWholeFile(shown), live), "");
   // Outside fio's ranges the live disk is the model.
@@ -278,8 +275,7 @@ TEST(Qcow2SnapshotMountTest, DirtyImageWithSnapshotsIsRebuiltAndServed) {
   ShOk("qemu-img snapshot -c s1 '" + image + "'");
   QemuIo(image, {"write -P 0x21 1M 1M", "write -P 0x22 4M 512k"});
   ShOk("qemu-img snapshot -c s2 '" + image + "'");
-  const std::string s1 = SnapshotRaw(dir, image, "s1");
-  const std::string s2 = SnapshotRaw(dir, image, "s2");
+  const TwoSnapshots before = SnapshotsBefore(dir, image);
   // qemu-io aborts (exits non-zero by design) after new clusters and a
   // write into a shared one.
   Sh("qemu-io -c 'write -P 0x31 6M 256k' -c 'write -P 0x32 2M 64k' "
@@ -309,9 +305,7 @@ TEST(Qcow2SnapshotMountTest, DirtyImageWithSnapshotsIsRebuiltAndServed) {
     EXPECT_EQ(FirstDifference(model, PreadAll(fd.get(), 0, 8 * kMiB)), "");
   }
   EXPECT_EQ(Be64(ReadWholeFile(image), 72) & 1, 0u) << "still dirty";
-  ShOk("qemu-img check '" + image + "'");
-  EXPECT_EQ(FirstDifference(s1, SnapshotRaw(dir, image, "s1")), "");
-  EXPECT_EQ(FirstDifference(s2, SnapshotRaw(dir, image, "s2")), "");
+  ExpectCheckedAndSnapshotsKept(dir, image, before);
   EXPECT_EQ(FirstDifference(model, QemuRaw(dir, image)), "");
 }
 

@@ -286,9 +286,8 @@ TEST(Qcow2SubclusterMountTest, SnapshotsKeepTheirSubclustersThroughWrites) {
          "&& qemu-img snapshot -c s1 top.qcow2 && "
          "qemu-io -f qcow2 -c 'write -P 0xb4 2k 4k' -c 'write -P 0xb5 512k 3k' "
          "top.qcow2 >/dev/null && qemu-img snapshot -c s2 top.qcow2");
-    const std::string s1 = SnapshotRaw(dir, image, "s1");
-    const std::string s2 = SnapshotRaw(dir, image, "s2");
-    ASSERT_NE(s1, s2);
+    const TwoSnapshots before = SnapshotsBefore(dir, image);
+    ASSERT_NE(before.s1, before.s2);
     std::string model = QemuRaw(dir, image);
     const std::string shown = dir.Path("shown.raw");
     {
@@ -329,9 +328,7 @@ TEST(Qcow2SubclusterMountTest, SnapshotsKeepTheirSubclustersThroughWrites) {
       EXPECT_GT(stats["cow_bytes"], 0u);
       ShOk("cp '" + disk + "' '" + shown + "'");
     }
-    ShOk("qemu-img check '" + image + "'");
-    EXPECT_EQ(FirstDifference(s1, SnapshotRaw(dir, image, "s1")), "");
-    EXPECT_EQ(FirstDifference(s2, SnapshotRaw(dir, image, "s2")), "");
+    ExpectCheckedAndSnapshotsKept(dir, image, before);
     const std::string live = QemuRaw(dir, image);
     EXPECT_EQ(FirstDifference(ReadWholeFile(shown), live), "");
     // Outside fio's range the live disk is the model.

@@ -58,6 +58,27 @@ inline std::string SnapshotRaw(const TempDir& dir, const std::string& image,
   return bytes;
 }
 
+// The image's snapshots s1 and s2 as QEMU reads them, taken before pvdisk
+// writes; ExpectCheckedAndSnapshotsKept compares them afterwards.
+struct TwoSnapshots {
+  std::string s1;
+  std::string s2;
+};
+inline TwoSnapshots SnapshotsBefore(const TempDir& dir,
+                                    const std::string& image) {
+  return {SnapshotRaw(dir, image, "s1"), SnapshotRaw(dir, image, "s2")};
+}
+// `qemu-img check` finds the image clean, and neither snapshot changed.
+inline void ExpectCheckedAndSnapshotsKept(const TempDir& dir,
+                                          const std::string& image,
+                                          const TwoSnapshots& before) {
+  ShOk("qemu-img check '" + image + "'");
+  EXPECT_EQ(FirstDifference(before.s1, SnapshotRaw(dir, image, "s1")), "")
+      << "snapshot s1";
+  EXPECT_EQ(FirstDifference(before.s2, SnapshotRaw(dir, image, "s2")), "")
+      << "snapshot s2";
+}
+
 // The big-endian 64-bit field at `at` of an image's bytes, read and set.
 inline uint64_t Be64(const std::string& s, uint64_t at) {
   uint64_t v = 0;
