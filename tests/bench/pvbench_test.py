@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """bench/pvbench's pure parts, without running anything: option types,
 fio command lines and reports, per-request figures, medians and ratios,
-markdown."""
+markdown; and, where qemu-img, fio and fincore are here, that a lab's
+qcow2 image and the image it was converted from are out of the page cache
+as the direct fill leaves a raw image."""
 import argparse
 import json
+import os
+import shutil
+import subprocess
 import unittest
 
 import benchtest  # noqa: F401  (puts bench/ on sys.path)
-from pvbench import cli, fio, report
+from pvbench import cli, fio, lab, report
 
 
 class OptionsTest(unittest.TestCase):
@@ -103,6 +108,30 @@ class ReportTest(unittest.TestCase):
         text = report.markdown([{"a": 1.234, "b": None, "c": 1234.5}], ["a", "b", "c"])
         self.assertEqual(text.splitlines(), ["| a | b | c |", "| --- | --- | --- |",
                                              "| 1.23 | - | 1234 |"])
+
+
+def cached_bytes(path):
+    """How many bytes of `path` the page cache holds (fincore)."""
+    p = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw",
+                        "--output", "RES", path],
+                       text=True, capture_output=True, check=True)
+    return int(p.stdout.split()[0])
+
+
+@unittest.skipUnless(all(shutil.which(t) for t in ("qemu-img", "fio", "fincore"))
+                     and os.access(os.path.join(benchtest.build_dir(), "pvdisk"),
+                                   os.X_OK),
+                     "needs qemu-img, fio, fincore and a built pvdisk")
+class LabQcow2Test(unittest.TestCase):
+    def test_converted_image_leaves_the_page_cache(self):
+        # qemu-img convert reads the image and writes the qcow2 through the
+        # page cache; the targets serve both with O_DIRECT.
+        with lab.Lab(benchtest.build_dir(), 16 << 20) as the_lab:
+            the_lab.fill()
+            image = the_lab.qcow2("disk0.qcow2")
+            self.assertGreater(os.path.getsize(image), 16 << 20)
+            self.assertEqual(cached_bytes(image), 0)
+            self.assertEqual(cached_bytes(the_lab.image), 0)
 
 
 if __name__ == "__main__":
