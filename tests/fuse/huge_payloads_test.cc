@@ -141,6 +141,12 @@ TEST(HugePayloadsTest, EntriesThatCarryLargeRequestsAreMadeHugeUpToABound) {
   ExpectVerified(mount, within);
   const uint64_t made_within = SettledHugeMade(mount);
   const long huge_within = AnonHugeKib(mount.daemon_pid());
+  // A deep 4 KiB burst: entries beyond the huge ones, which the engines
+  // register as fixed buffers (pinned: the collapser needs the queue
+  // threads to drop them).
+  std::vector<std::string> deep = kDeepJob;
+  deep.push_back("--cpus_allowed=0");
+  ExpectVerified(mount, deep);
   // Then 128 KiB requests 64 at a time: most land on entries in 4 KiB
   // pages, each of which asks for its huge page, as far as the bound lets.
   const std::vector<std::string> wide = {"--rw=randrw",     "--bs=128k",
