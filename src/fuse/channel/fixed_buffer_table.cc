@@ -94,11 +94,12 @@ void FixedBufferTable::DropUnpinnable() {
   promotion_seen_ = generation;
   for (unsigned entry = 0; entry < entry_slots_; ++entry) {
     if (registered_[entry] == 0 || promotion->Pinnable(entry)) continue;
-    // An empty iovec empties the slot; I/O in flight keeps the old buffer
-    // (and its pin) until it completes.
+    // An empty iovec empties the slot (the call returns how many slots it
+    // updated); I/O in flight keeps the old buffer (and its pin) until it
+    // completes.
     iovec none{nullptr, 0};
     if (io_uring_register_buffers_update_tag(ring_, kEngineSlots + entry, &none,
-                                             nullptr, 1) == 0) {
+                                             nullptr, 1) == 1) {
       registered_[entry] = 0;
     }
   }
