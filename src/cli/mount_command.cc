@@ -171,7 +171,8 @@ const std::vector<FlagSpec>& MountFlags() {
        "entries of each FUSE uring queue (the ones the kernel hands out "
        "first) whose payloads are in transparent huge pages, so that a large "
        "request reaches the disk in few segments; each costs up to 1 MiB of "
-       "memory once used; 0 to --fuse-queue-depth"},
+       "memory once used; as many more are made huge when they first carry a "
+       "request over 64 KiB; 0 to --fuse-queue-depth"},
       {"fuse-spread", true, false, "on|off", "on",
        "with --placement inline: a FUSE uring queue thread that holds 2 or "
        "more requests weighing 16 in all (1 each, plus 1 per whole 4 KiB of "

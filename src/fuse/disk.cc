@@ -417,6 +417,13 @@ stats::DiskReport Disk::Report() const {
       {"fuse_huge_entries",
        uring ? absl::StrCat(fc.arena ? fc.arena->huge_entries() : 0)
              : std::string("none")},
+      // Huge pages of payload entries made huge on first carrying a large
+      // request (fuse/channel/huge_promotion.h), so far.
+      {"fuse_huge_made",
+       uring ? absl::StrCat(fc.arena && fc.arena->promotion()
+                                ? fc.arena->promotion()->promoted()
+                                : 0)
+             : std::string("none")},
       {"fuse_spread",
        uring ? std::string(fc.spread ? "on" : "off") : std::string("none")},
       // Where the backend side of each queue runs: its own thread(s), in

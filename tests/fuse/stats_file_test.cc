@@ -69,6 +69,7 @@ const std::vector<std::string>& ConfigKeys() {
                                                 "fuse_queues",
                                                 "fuse_queue_pin",
                                                 "fuse_huge_entries",
+                                                "fuse_huge_made",
                                                 "fuse_spread",
                                                 "placement",
                                                 "backend",

@@ -61,6 +61,8 @@ int FixedBufferTable::ForPayload(const void* data, size_t length) {
   const uint64_t entry = (at - begin) / payload_bytes;
   const uint64_t reach = (at - begin) % payload_bytes + length;
   if (reach > payload_bytes || entry >= entry_slots_) return -1;
+  const HugePromotion* promotion = arena_->promotion();
+  if (promotion != nullptr && !promotion->Pinnable(entry)) return -1;
   if (!EnsureTable()) return -1;
   const unsigned slot = kEngineSlots + static_cast<unsigned>(entry);
   if (registered_[entry] < reach) {
@@ -81,6 +83,26 @@ int FixedBufferTable::ForPayload(const void* data, size_t length) {
     ++payload_registrations_;
   }
   return static_cast<int>(slot);
+}
+
+void FixedBufferTable::DropUnpinnable() {
+  const HugePromotion* promotion =
+      arena_ != nullptr ? arena_->promotion() : nullptr;
+  if (promotion == nullptr || !table_made_) return;
+  const uint64_t generation = promotion->generation();
+  if (generation == promotion_seen_) return;
+  promotion_seen_ = generation;
+  for (unsigned entry = 0; entry < entry_slots_; ++entry) {
+    if (registered_[entry] == 0 || promotion->Pinnable(entry)) continue;
+    // An empty iovec empties the slot (the call returns how many slots it
+    // updated); I/O in flight keeps the old buffer (and its pin) until it
+    // completes.
+    iovec none{nullptr, 0};
+    if (io_uring_register_buffers_update_tag(ring_, kEngineSlots + entry, &none,
+                                             nullptr, 1) == 1) {
+      registered_[entry] = 0;
+    }
+  }
 }
 
 }  // namespace pvdisk::fuse::channel

@@ -69,11 +69,17 @@ class FixedBufferTable {
   // The index of the fixed buffer that holds [data, data + length): the
   // slot of the arena entry it lies in, registered (or enlarged) here if
   // needed. -1 when none can: longer than kLargestPayloadIo, not within one
-  // entry of the arena, or the kernel refused a registration (then payload
-  // buffers stay off for the ring's life, rather than cost a refused system
-  // call per I/O; memlock limits make that the usual case for an unprivileged
-  // user).
+  // entry of the arena, an entry that is to be made huge (DropUnpinnable), or
+  // the kernel refused a registration (then payload buffers stay off for the
+  // ring's life, rather than cost a refused system call per I/O; memlock limits
+  // make that the usual case for an unprivileged user).
   int ForPayload(const void* data, size_t length);
+
+  // Empties the slots of entries that are to be made huge (HugePromotion::
+  // Pinnable false), so that their pages can be collapsed: registered pages
+  // stay pinned. Cheap unless a page became wanted since the last call;
+  // called by the owner thread every round.
+  void DropUnpinnable();
 
   // How many payload registrations (first or enlarging) were made.
   uint64_t payload_registrations() const { return payload_registrations_; }
@@ -92,6 +98,7 @@ class FixedBufferTable {
   std::vector<uint32_t> registered_;
   uint64_t payload_registrations_ = 0;
   bool payload_refused_ = false;
+  uint64_t promotion_seen_ = 0;  // HugePromotion::generation() last dropped
 };
 
 }  // namespace pvdisk::fuse::channel

@@ -13,9 +13,8 @@
 namespace pvdisk::fuse::channel {
 namespace {
 
-// The size of a transparent huge page on x86-64 and arm64 (4 KiB base
-// pages); the arena is aligned to it so that its huge entries can be.
-constexpr size_t kHugePage = size_t{2} << 20;
+// The arena is aligned to a huge page so that its huge entries can be.
+constexpr size_t kHugePage = kHugePageBytes;
 
 constexpr const char* kThpMode = "/sys/kernel/mm/transparent_hugepage/enabled";
 
@@ -68,6 +67,9 @@ void PayloadArena::AdviseHugeEntries(uint32_t entries) {
   huge_note_ = WhyNoHugePages();
   if (!huge_note_.empty()) return;
   const uintptr_t arena_start = reinterpret_cast<uintptr_t>(base_);
+  auto promotion = std::make_unique<HugePromotion>(
+      base_, bytes_, queues_, depth_, payload_bytes_,
+      size_t{entries} * payload_bytes_);
   for (uint32_t qid = 0; qid < queues_; ++qid) {
     // From the first huge entry, rounded down to a huge page (never below
     // the arena: the rounding only reaches the queue before's top entries,
@@ -84,8 +86,10 @@ void PayloadArena::AdviseHugeEntries(uint32_t entries) {
       madvise(base_, bytes_, MADV_NOHUGEPAGE);  // none then, not some
       return;
     }
+    promotion->MarkHuge(start, queue_end);
   }
   huge_entries_ = entries;
+  promotion_ = std::move(promotion);
 }
 
 PayloadArena::~PayloadArena() { munmap(base_, bytes_); }

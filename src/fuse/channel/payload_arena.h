@@ -30,6 +30,14 @@
 // touched huge entry is resident as a whole (2 MiB for two entries of 1 MiB),
 // so at most huge_entries * payload_bytes per queue that has been that busy.
 //
+// Entries made huge on use. After a burst the kernel's order of free entries
+// is mixed and large requests may land on entries in 4 KiB pages; the first
+// large request on such an entry asks for its huge page, which a collapser
+// thread then makes huge in place (huge_promotion.h, huge_collapser.h), up
+// to as many bytes again per queue as the huge entries take. So the resident
+// payloads stay within 2 * huge_entries * payload_bytes per queue, plus the
+// 4 KiB pages that small requests touch.
+//
 // It must outlive the channel and every disk that lends it.
 #pragma once
 
@@ -39,6 +47,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "fuse/channel/huge_promotion.h"
 #include "transport/lent_memory.h"
 
 namespace pvdisk::fuse::channel {
@@ -69,6 +78,9 @@ class PayloadArena {
   // system has transparent huge pages off (then `huge_note` says why).
   uint32_t huge_entries() const { return huge_entries_; }
   const std::string& huge_note() const { return huge_note_; }
+  // Which entries are to be made huge on use (null with no huge entries).
+  // Shared by the queue threads and the collapser: thread-safe.
+  HugePromotion* promotion() const { return promotion_.get(); }
 
  private:
   PayloadArena(uint8_t* base, size_t bytes, uint32_t queues, uint32_t depth,
@@ -90,6 +102,7 @@ class PayloadArena {
   const uint32_t payload_bytes_;
   uint32_t huge_entries_ = 0;
   std::string huge_note_;
+  std::unique_ptr<HugePromotion> promotion_;
 };
 
 }  // namespace pvdisk::fuse::channel

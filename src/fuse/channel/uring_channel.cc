@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/thread.h"
+#include "fuse/protocol/abi.h"
 
 namespace pvdisk::fuse::channel {
 
@@ -45,7 +46,18 @@ absl::Status UringChannel::Start() {
   start_cv_.wait(lock, [&] { return set_up_ == queues_.size(); });
   absl::Status error = setup_error_;
   lock.unlock();
-  if (!error.ok()) Stop();
+  if (!error.ok()) {
+    Stop();
+    return error;
+  }
+  if (arena != nullptr && arena->promotion() != nullptr) {
+    promotion_ = arena->promotion();
+    collapser_ = std::make_unique<HugeCollapser>(promotion_, [this] {
+      for (auto& queue : queues_) {
+        if (queue->queue.can_wake()) queue->queue.Wake();
+      }
+    });
+  }
   return error;
 }
 
@@ -90,6 +102,7 @@ void UringChannel::NoteStopTakingSeen(QueueThread* thread, bool ended) {
 }
 
 void UringChannel::Stop() {
+  collapser_.reset();  // before queues_ goes: it wakes them
   stop_taking_.store(true, std::memory_order_release);
   stop_.store(true, std::memory_order_release);
   {
@@ -115,6 +128,18 @@ void UringChannel::Send(uint64_t slot, uint64_t unique, int error,
 std::span<uint8_t> UringChannel::PayloadBuffer(uint64_t slot) {
   UringQueue& queue = queues_[SlotQueue(slot)]->queue;
   return {queue.entry(SlotIndex(slot)).payload, payload_bytes_};
+}
+
+void UringChannel::NoteLarge(const UringQueue& owner, uint32_t index,
+                             const protocol::RawRequest& raw) {
+  uint32_t bytes = 0;
+  if (raw.header->opcode == abi::kRead &&
+      raw.op_in.size() >= sizeof(abi::fuse_read_in)) {
+    bytes = reinterpret_cast<const abi::fuse_read_in*>(raw.op_in.data())->size;
+  } else if (raw.header->opcode == abi::kWrite) {
+    bytes = static_cast<uint32_t>(raw.payload.size());
+  }
+  if (bytes >= kLargeRequestBytes) promotion_->Want(owner.qid(), index);
 }
 
 }  // namespace pvdisk::fuse::channel

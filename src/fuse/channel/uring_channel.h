@@ -20,6 +20,8 @@
 //   queue_affinity.h  where a queue's thread runs (--fuse-queue-pin)
 //   ring_companion.h  work that shares a queue's thread and ring (the
 //                     inline placement's driver)
+//   huge_collapser.h  making the payload entries that carry large requests
+//                     huge (huge_promotion.h)
 //
 // The loop: each round the thread handles its completions (FUSE requests,
 // which go to the Session; a companion's image I/O; wakes from other
@@ -38,6 +40,7 @@
 #include "absl/status/status.h"
 #include "fuse/channel/channel_options.h"
 #include "fuse/channel/commit_router.h"
+#include "fuse/channel/huge_collapser.h"
 #include "fuse/channel/queue_thread.h"
 #include "fuse/channel/ring_companion.h"
 #include "fuse/channel/uring_support.h"
@@ -102,6 +105,10 @@ class UringChannel final : public protocol::ReplySink {
   // On the thread, between rounds or as it ends: counts it towards
   // StopTaking's wait once it has seen stop_taking_ (or `ended`).
   void NoteStopTakingSeen(QueueThread* thread, bool ended);
+  // Entry `index` of `owner` took `raw`: if the request is large, asks for
+  // the entry's huge page (huge_promotion.h).
+  void NoteLarge(const UringQueue& owner, uint32_t index,
+                 const protocol::RawRequest& raw);
 
   // The queue thread this is, for Send's same-thread path (null elsewhere).
   static constinit thread_local const QueueThread* current_thread_;
@@ -115,6 +122,10 @@ class UringChannel final : public protocol::ReplySink {
   std::atomic<bool> stop_taking_{false};
   std::atomic<bool> stop_{false};
   CommitRouter router_;
+  // With a payload arena that has huge entries (started by Start, stopped
+  // first by Stop: it wakes the queues).
+  HugePromotion* promotion_ = nullptr;
+  std::unique_ptr<HugeCollapser> collapser_;
 
   std::mutex start_mu_;
   std::condition_variable start_cv_;

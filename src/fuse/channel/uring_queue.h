@@ -89,6 +89,10 @@ class UringQueue final : public io::RingLender {
   uint64_t Lend(io::CqeSink* sink) override;
   void Unlend(uint64_t tag) override;
   int AddFixedBuffers(const std::vector<iovec>& buffers) override;
+  // Each round: FixedBufferTable::DropUnpinnable.
+  void DropUnpinnable() {
+    if (fixed_buffers_) fixed_buffers_->DropUnpinnable();
+  }
   int FixedBufferFor(const void* data, size_t length) override;
   int AddFixedFiles(const std::vector<int>& fds) override;
   void RemoveFixedFiles(int base, size_t count) override;

@@ -63,6 +63,9 @@ void UringChannel::Run(QueueThread* thread) {
   queue.ArmWake();
   bool stopping = false;
   for (;;) {
+    // Fixed buffers of entries that are to be made huge are dropped here,
+    // so that the collapser can (huge_collapser.h).
+    queue.DropUnpinnable();
     // The companion answers what its I/O finished (replies made here are
     // local commits) and queues new I/O on this ring.
     const bool busy = companion != nullptr && companion->Run();
@@ -159,6 +162,7 @@ void UringChannel::OnEntryCompletion(QueueThread& thread, uint64_t tag, int res,
     return;
   }
   const protocol::RawRequest raw = owner.TakeRequest(index);
+  if (promotion_ != nullptr) NoteLarge(owner, index, raw);
   entry.spread_units = SpreadUnits(static_cast<uint32_t>(raw.payload.size()));
   thread.commits.Hold(entry.spread_units);
   ++*taken;

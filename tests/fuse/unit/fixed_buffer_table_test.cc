@@ -13,12 +13,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/temp_dir.h"
+#include "common/thp_mode.h"
+#include "fuse/channel/huge_collapser.h"
 #include "fuse/channel/payload_arena.h"
 #include "gtest/gtest.h"
 
@@ -229,6 +232,58 @@ TEST(FixedBufferTableNoArenaTest, HasNoPayloadBuffers) {
     std::vector<uint8_t> memory(4096);
     EXPECT_EQ(table.ForPayload(memory.data(), memory.size()), -1);
     EXPECT_EQ(table.AddEngineBuffers({iovec{memory.data(), memory.size()}}), 0);
+  }
+  io_uring_queue_exit(&ring);
+}
+
+// An entry to be made huge (fuse/channel/huge_promotion.h): its slot is
+// emptied so that the kernel can collapse its pages (a registered page is
+// pinned, and the collapse refused), and it is not registered again until
+// settled; then it is, on the huge page, and READ_FIXED lands there.
+TEST(FixedBufferTableHugeTest, AnEntryToBeMadeHugeIsDroppedUntilSettled) {
+  if (pvdisk::testing::ThpMode() == "never") GTEST_SKIP() << "no huge pages";
+  io_uring ring;
+  ASSERT_EQ(io_uring_queue_init(8, &ring, 0), 0) << "io_uring_setup";
+  {
+    // The top 2 of 4 entries per queue huge: entries 0 and 1 of queue 0
+    // share one page that may be made huge.
+    auto arena = PayloadArena::Create(kQueues, kDepth, kMiB, 2);
+    ASSERT_TRUE(arena.ok()) << arena.status();
+    HugePromotion* promotion = (*arena)->promotion();
+    ASSERT_NE(promotion, nullptr);
+    FixedBufferTable table(&ring, arena->get());
+    uint8_t* entry = (*arena)->QueueBase(0);
+    const int slot = table.ForPayload(entry, 4096);
+    ASSERT_GE(slot, 0);
+    std::memset(entry, 0x11, 4096);
+    EXPECT_EQ(HugeCollapser::Collapse(entry), EAGAIN) << "pinned";
+    ASSERT_TRUE(promotion->Want(0, 1));
+    EXPECT_EQ(table.ForPayload(entry + kMiB, 4096), -1);
+    table.DropUnpinnable();
+    const int error = HugeCollapser::Collapse(entry);
+    if (error == EINVAL) GTEST_SKIP() << "no MADV_COLLAPSE (Linux 6.1)";
+    ASSERT_EQ(error, 0) << strerror(error);
+    EXPECT_EQ(entry[4095], 0x11);
+    promotion->Settle(entry, HugePromotion::State::kHuge);
+    // Registered again, now on the huge page: a READ_FIXED through the
+    // slot writes what the caller then sees at the entry's address.
+    ASSERT_EQ(table.ForPayload(entry, 4096), slot);
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    std::vector<uint8_t> sevens(4096, 0x77);
+    pvdisk::testing::TempDir dir;
+    const std::string file = dir.File("page");
+    const int fd = open(file.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(pwrite(fd, sevens.data(), sevens.size(), 0), 4096);
+    io_uring_prep_read_fixed(sqe, fd, entry, 4096, 0, slot);
+    ASSERT_EQ(io_uring_submit(&ring), 1);
+    io_uring_cqe* cqe = nullptr;
+    ASSERT_EQ(io_uring_wait_cqe(&ring, &cqe), 0);
+    EXPECT_EQ(cqe->res, 4096);
+    io_uring_cqe_seen(&ring, cqe);
+    close(fd);
+    EXPECT_EQ(entry[0], 0x77);
+    EXPECT_EQ(entry[4095], 0x77);
   }
   io_uring_queue_exit(&ring);
 }
