@@ -508,6 +508,12 @@ TEST(Qcow2JournalTest, CoalesceMergesTouchingWritesLaterBytesLast) {
   out = Coalesce(std::move(again));
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].bytes, (std::vector<uint8_t>{3, 1, 2, 2}));
+  // A later write at a lower offset wins over an earlier one above it.
+  MetadataJournal::Stage lower = {W(2, {2, 2}, false),
+                                  W(0, {1, 1, 1, 1}, false)};
+  out = Coalesce(std::move(lower));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].bytes, (std::vector<uint8_t>{1, 1, 1, 1}));
 }
 
 // Published mappings are read back as published, per cluster, until
