@@ -195,7 +195,8 @@ absl::Status Qcow2State::CommitLocked(Qcow2Counts& counts) {
   absl::Status status;
   for (size_t s = 0; s < stages.size() && status.ok(); ++s) {
     if (s > 0) status = top().Flush();
-    for (const qcow2::MetadataWrite& w : stages[s]) {
+    for (const qcow2::MetadataWrite& w :
+         qcow2::Coalesce(std::move(stages[s]))) {
       if (!status.ok()) break;
       status = top().WriteHost(w.offset, w.bytes);
       ++counts.meta_writes;

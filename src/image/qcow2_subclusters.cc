@@ -116,7 +116,10 @@ absl::StatusOr<std::optional<uint64_t>> Qcow2State::WriteSubclustersLocked(
   const bool read_zero = (reads_zero & touched) == touched;
   const bool async =
       only_data && !in_place && !whole && read_zero && host >= fresh_from_;
-  if (!async) {
+  if (!async && only_data) {
+    // Nothing to copy: the request's bytes go straight to the file.
+    if (absl::Status s = top().WriteHost(host + lo, data); !s.ok()) return s;
+  } else if (!async) {
     std::vector<uint8_t> buffer(hi - lo, 0);
     std::vector<uint8_t> inflated;
     if (compressed) {

@@ -422,6 +422,100 @@ TEST(Qcow2JournalTest, StagesKeepEachChangesBarriersAndLaterBytesLast) {
   EXPECT_EQ(stages[3][0].offset, 8192u + 24);
 }
 
+// A rewrite of exactly the bytes of the last write of them, in its stage,
+// takes that write's place (one write per entry however often it changes);
+// a rewrite that a later write of the same stage overlaps, one that goes
+// in a later stage, or one of other bytes is added as a write of its own.
+TEST(Qcow2JournalTest, RewriteOfTheSameBytesReplacesTheLastWrite) {
+  MetadataJournal journal;
+  auto entry = [](uint8_t v) { return std::vector<uint8_t>(16, v); };
+  // An allocation: refcount, then (barrier) the 16-byte L2 entry (two
+  // words); then the same entry rewritten twice (later subclusters of its
+  // cluster).
+  journal.Begin();
+  journal.Add({W(4096, {0, 1}, false)});
+  journal.Add({W(8192, entry(1), true)});
+  for (uint8_t v : {2, 3}) {
+    journal.Begin();
+    journal.Add({W(8192, entry(v), true)});
+  }
+  EXPECT_EQ(journal.writes(), 2u);
+  EXPECT_EQ(journal.bytes(), 18u);
+  // A write over part of the entry's second word (other bytes): a write
+  // of its own, after it.
+  journal.Begin();
+  journal.Add({W(8200, {7, 7, 7, 7}, true)});
+  EXPECT_EQ(journal.writes(), 3u);
+  // Now the second word's last write is that one: a rewrite of the whole
+  // entry may not take the first write's place (it would land before the
+  // part).
+  journal.Begin();
+  journal.Add({W(8192, entry(4), true)});
+  EXPECT_EQ(journal.writes(), 4u);
+  // A discard of the cluster: the entry (the last write of its bytes, in
+  // its stage: replaced), then (barrier) the refcount drop, a later stage
+  // than the refcount's write: a write of its own. The cluster allocated
+  // again: its refcount replaces the drop, in the drop's stage.
+  journal.Begin();
+  journal.Add({W(8192, entry(0), true)});
+  journal.Add({W(4096, {0, 0}, true)});
+  EXPECT_EQ(journal.writes(), 5u);
+  journal.Begin();
+  journal.Add({W(4096, {0, 1}, false)});
+  EXPECT_EQ(journal.writes(), 5u);
+
+  std::vector<uint8_t> file(16, 0xee);
+  journal.Overlay(8192, file);
+  EXPECT_EQ(file, entry(0));
+  std::vector<uint8_t> refcount(2, 0xee);
+  journal.Overlay(4096, refcount);
+  EXPECT_EQ(refcount, (std::vector<uint8_t>{0, 1}));
+
+  std::vector<MetadataJournal::Stage> stages = journal.Take();
+  ASSERT_EQ(stages.size(), 3u);
+  ASSERT_EQ(stages[0].size(), 1u);  // the first refcount
+  ASSERT_EQ(stages[1].size(), 3u);  // entry (3), part, entry (0)
+  EXPECT_EQ(stages[1][0].bytes, entry(3));
+  EXPECT_EQ(stages[1][1].offset, 8200u);
+  EXPECT_EQ(stages[1][2].bytes, entry(0));
+  ASSERT_EQ(stages[2].size(), 1u);  // the drop, replaced by the new count
+  EXPECT_EQ(stages[2][0].bytes, (std::vector<uint8_t>{0, 1}));
+}
+
+// Coalesce: writes of one stage whose bytes overlap or touch become one
+// write, later bytes over earlier ones; a gap keeps writes apart.
+TEST(Qcow2JournalTest, CoalesceMergesTouchingWritesLaterBytesLast) {
+  MetadataJournal::Stage stage = {
+      W(120, {5, 5}, false),        // apart: a gap before 128
+      W(136, {2, 2, 2, 2}, false),  // touches the next write's start
+      W(128, {1, 1, 1, 1, 1, 1, 1, 1}, false),
+      W(140, {3, 3, 3, 3}, false),  // touches 136..140
+      W(130, {4, 4}, false),        // over the second write, later
+      W(200, {9}, false),
+  };
+  MetadataJournal::Stage out = Coalesce(std::move(stage));
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].offset, 120u);
+  EXPECT_EQ(out[0].bytes, (std::vector<uint8_t>{5, 5}));
+  EXPECT_EQ(out[1].offset, 128u);
+  EXPECT_EQ(out[1].bytes, (std::vector<uint8_t>{1, 1, 4, 4, 1, 1, 1, 1, 2, 2, 2,
+                                                2, 3, 3, 3, 3}));
+  EXPECT_EQ(out[2].offset, 200u);
+  EXPECT_FALSE(out[2].barrier_before);
+  // An earlier write over a later one's bytes loses to it.
+  MetadataJournal::Stage again = {W(0, {1, 1, 1, 1}, false),
+                                  W(2, {2, 2}, false), W(0, {3}, false)};
+  out = Coalesce(std::move(again));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].bytes, (std::vector<uint8_t>{3, 1, 2, 2}));
+  // A later write at a lower offset wins over an earlier one above it.
+  MetadataJournal::Stage lower = {W(2, {2, 2}, false),
+                                  W(0, {1, 1, 1, 1}, false)};
+  out = Coalesce(std::move(lower));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].bytes, (std::vector<uint8_t>{1, 1, 1, 1}));
+}
+
 // Published mappings are read back as published, per cluster, until
 // withdrawn; compressed clusters are never published.
 TEST(Qcow2PublishedMapTest, PublishesFindsAndWithdraws) {

@@ -13,6 +13,13 @@
 // deepest change has barriers (two for an allocating write: refcount, then
 // L2 entry), however many changes the commit holds.
 //
+// A write of exactly the bytes of the last journalled write of those bytes,
+// in that write's stage, replaces it instead of adding one: rewriting an
+// entry again and again (with extended L2 entries, each first write into
+// another subcluster of a cluster) keeps one write of it, not one per
+// change. Coalesce turns a stage's writes into as few as there are runs of
+// touching bytes, for the commit to carry out.
+//
 // I/O-free: the owner carries out what Take returns, and serializes calls.
 #pragma once
 
@@ -50,12 +57,28 @@ class MetadataJournal {
   std::vector<Stage> Take();
 
  private:
+  // Where a write sits: its stage, and its index in that stage.
+  struct Slot {
+    uint32_t stage = 0;
+    uint32_t index = 0;
+  };
+  // Whether `w` rewrites exactly the bytes of the write at `slot`, the last
+  // write of each of its words; if so, takes its bytes there.
+  bool Replace(const MetadataWrite& w, Slot slot);
+
   std::vector<Stage> stages_;
-  // The highest stage that writes each 8-byte word of the file.
-  std::unordered_map<uint64_t, uint32_t> word_stage_;
+  // The last write of each 8-byte word of the file (so also the highest
+  // stage that writes it).
+  std::unordered_map<uint64_t, Slot> word_slot_;
   uint32_t cursor_ = 0;
   size_t writes_ = 0;
   uint64_t bytes_ = 0;
 };
+
+// The writes of `stage` as fewer, in offset order: writes whose bytes
+// overlap or touch become one, the bytes of a later write over an earlier
+// one's. Writing them leaves what writing `stage` in order leaves (the
+// writes of one stage need no order but that of overlapping bytes).
+MetadataJournal::Stage Coalesce(MetadataJournal::Stage stage);
 
 }  // namespace pvdisk::image::qcow2
