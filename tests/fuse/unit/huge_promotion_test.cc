@@ -5,10 +5,9 @@
 #include "fuse/channel/huge_promotion.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "common/smaps.h"
 #include "common/thp_mode.h"
 #include "fuse/channel/huge_collapser.h"
 #include "fuse/channel/payload_arena.h"
@@ -18,27 +17,6 @@ namespace pvdisk::fuse::channel {
 namespace {
 
 constexpr uint32_t kMiB = 1 << 20;
-
-// AnonHugePages (KiB) of the mapping holding `at`; -1 if not found.
-long AnonHugeKibAt(const void* at) {
-  std::ifstream in("/proc/self/smaps");
-  const auto address = reinterpret_cast<uintptr_t>(at);
-  bool inside = false;
-  std::string line;
-  while (std::getline(in, line)) {
-    uintptr_t start = 0, end = 0;
-    char dash = 0;
-    std::istringstream head(line);
-    if (head >> std::hex >> start >> dash >> end && dash == '-') {
-      inside = start <= address && address < end;
-      continue;
-    }
-    if (inside && line.rfind("AnonHugePages:", 0) == 0) {
-      return std::stol(line.substr(sizeof("AnonHugePages:") - 1));
-    }
-  }
-  return -1;
-}
 
 // Two queues of 8 entries of 1 MiB, the top 2 of each huge: each queue may
 // have 2 MiB (one huge page) more made huge.
@@ -102,12 +80,12 @@ TEST(HugeCollapserTest, CollapseMakesATouchedPageHuge) {
   uint8_t* page = arena->QueueBase(0);  // entries 0 and 1, not advised
   std::memset(page, 0x5a, 128 << 10);   // in 4 KiB pages
   if (testing::ThpMode() == "madvise") {
-    EXPECT_EQ(AnonHugeKibAt(page), 0);
+    EXPECT_EQ(testing::SmapsField(page, "AnonHugePages"), 0);
   }
   const int error = HugeCollapser::Collapse(page);
   if (error == EINVAL) GTEST_SKIP() << "no MADV_COLLAPSE (Linux 6.1)";
   ASSERT_EQ(error, 0) << strerror(error);
-  EXPECT_EQ(AnonHugeKibAt(page), 2048);
+  EXPECT_EQ(testing::SmapsField(page, "AnonHugePages"), 2048);
   // In place: the data is where it was, the rest zero.
   EXPECT_EQ(page[0], 0x5a);
   EXPECT_EQ(page[(128 << 10) - 1], 0x5a);

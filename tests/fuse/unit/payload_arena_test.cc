@@ -5,10 +5,9 @@
 #include "fuse/channel/payload_arena.h"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "common/smaps.h"
 #include "common/thp_mode.h"
 #include "gtest/gtest.h"
 
@@ -16,28 +15,6 @@ namespace pvdisk::fuse::channel {
 namespace {
 
 constexpr uint32_t kMiB = 1 << 20;
-
-// A field ("THPeligible", "AnonHugePages") of the mapping holding `at`, in
-// /proc/self/smaps; -1 if not found.
-long SmapsField(const void* at, const std::string& field) {
-  std::ifstream in("/proc/self/smaps");
-  const auto address = reinterpret_cast<uintptr_t>(at);
-  bool inside = false;
-  std::string line;
-  while (std::getline(in, line)) {
-    uintptr_t start = 0, end = 0;
-    char dash = 0;
-    std::istringstream head(line);
-    if (head >> std::hex >> start >> dash >> end && dash == '-') {
-      inside = start <= address && address < end;
-      continue;
-    }
-    if (inside && line.rfind(field + ":", 0) == 0) {
-      return std::stol(line.substr(field.size() + 1));
-    }
-  }
-  return -1;
-}
 
 TEST(PayloadArenaTest, EntriesLieOneAfterAnotherFromAnAlignedBase) {
   auto arena = PayloadArena::Create(2, 8, kMiB);
@@ -74,16 +51,18 @@ TEST(PayloadArenaTest, TheTopEntriesOfEachQueueAreAdvisedIntoHugePages) {
     const uint8_t* top = a.QueueBase(q) + 7 * size_t{kMiB};
     const uint8_t* first_huge = a.QueueBase(q) + 4 * size_t{kMiB};
     const uint8_t* bottom = a.QueueBase(q);
-    EXPECT_EQ(SmapsField(top, "THPeligible"), 1);
-    EXPECT_EQ(SmapsField(first_huge, "THPeligible"), 1);
+    EXPECT_EQ(testing::SmapsField(top, "THPeligible"), 1);
+    EXPECT_EQ(testing::SmapsField(first_huge, "THPeligible"), 1);
     // Under "madvise" only the advised range may be huge.
-    EXPECT_EQ(SmapsField(bottom, "THPeligible"), mode == "always" ? 1 : 0);
+    EXPECT_EQ(testing::SmapsField(bottom, "THPeligible"),
+              mode == "always" ? 1 : 0);
   }
   // Touching a huge entry faults in a whole huge page (on a machine whose
   // memory is too fragmented for one this would be 0; not seen here).
   std::memset(a.QueueBase(0) + 6 * size_t{kMiB}, 1, 2 * kMiB);
-  EXPECT_GE(SmapsField(a.QueueBase(0) + 7 * size_t{kMiB}, "AnonHugePages"),
-            2048);
+  EXPECT_GE(
+      testing::SmapsField(a.QueueBase(0) + 7 * size_t{kMiB}, "AnonHugePages"),
+      2048);
 }
 
 TEST(PayloadArenaTest, NoHugeEntriesLeavesTheArenaToTheSystemDefault) {
@@ -92,8 +71,8 @@ TEST(PayloadArenaTest, NoHugeEntriesLeavesTheArenaToTheSystemDefault) {
   auto arena = PayloadArena::Create(2, 8, kMiB, 0);
   ASSERT_TRUE(arena.ok()) << arena.status();
   std::memset((*arena)->QueueBase(0), 1, 16 * size_t{kMiB});
-  EXPECT_EQ(SmapsField((*arena)->QueueBase(1), "THPeligible"), 0);
-  EXPECT_EQ(SmapsField((*arena)->QueueBase(1), "AnonHugePages"), 0);
+  EXPECT_EQ(testing::SmapsField((*arena)->QueueBase(1), "THPeligible"), 0);
+  EXPECT_EQ(testing::SmapsField((*arena)->QueueBase(1), "AnonHugePages"), 0);
 }
 
 }  // namespace
