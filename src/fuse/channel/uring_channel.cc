@@ -37,6 +37,9 @@ absl::Status UringChannel::Start() {
   for (uint32_t q = 0; q < count; ++q) {
     queues_.push_back(std::make_unique<QueueThread>(q));
   }
+  // Set before the queue threads start, which read it on every request; the
+  // collapser starts once they are set up (it wakes them).
+  if (arena != nullptr) promotion_ = arena->promotion();
   for (auto& queue : queues_) {
     QueueThread* q = queue.get();
     std::string name = absl::StrCat("pvdisk-fuse-q", q->queue.qid());
@@ -50,8 +53,7 @@ absl::Status UringChannel::Start() {
     Stop();
     return error;
   }
-  if (arena != nullptr && arena->promotion() != nullptr) {
-    promotion_ = arena->promotion();
+  if (promotion_ != nullptr) {
     collapser_ = std::make_unique<HugeCollapser>(promotion_, [this] {
       for (auto& queue : queues_) {
         if (queue->queue.can_wake()) queue->queue.Wake();
