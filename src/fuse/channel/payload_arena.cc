@@ -67,9 +67,12 @@ void PayloadArena::AdviseHugeEntries(uint32_t entries) {
   huge_note_ = WhyNoHugePages();
   if (!huge_note_.empty()) return;
   const uintptr_t arena_start = reinterpret_cast<uintptr_t>(base_);
+  // Each queue may have as many bytes made huge as its huge entries take,
+  // and at least one huge page (else a small --fuse-huge-entries would
+  // allow none).
   auto promotion = std::make_unique<HugePromotion>(
       base_, bytes_, queues_, depth_, payload_bytes_,
-      size_t{entries} * payload_bytes_);
+      std::max(size_t{entries} * payload_bytes_, kHugePageBytes));
   for (uint32_t qid = 0; qid < queues_; ++qid) {
     // From the first huge entry, rounded down to a huge page (never below
     // the arena: the rounding only reaches the queue before's top entries,

@@ -67,6 +67,19 @@ TEST(HugePromotionTest, ALargeRequestAsksForItsPageWithinTheQueuesBound) {
   EXPECT_FALSE(promotion->Want(1, 1));
 }
 
+// One huge entry of 1 MiB is less than a huge page: the bound is one huge
+// page all the same, so a large request may still ask for its page.
+TEST(HugePromotionTest, OneHugeEntryStillAllowsOnePage) {
+  if (testing::ThpMode() == "never") GTEST_SKIP() << "no huge pages here";
+  auto arena = PayloadArena::Create(2, 8, kMiB, 1);
+  ASSERT_TRUE(arena.ok()) << arena.status();
+  HugePromotion* promotion = (*arena)->promotion();
+  ASSERT_NE(promotion, nullptr);
+  EXPECT_EQ(promotion->limit_bytes(), kHugePageBytes);
+  EXPECT_TRUE(promotion->Want(0, 0));
+  EXPECT_FALSE(promotion->Want(0, 2));  // the bound: one page
+}
+
 TEST(HugePromotionTest, NoHugeEntriesNoPromotion) {
   auto arena = PayloadArena::Create(2, 8, kMiB, 0);
   ASSERT_TRUE(arena.ok()) << arena.status();
