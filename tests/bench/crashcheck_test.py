@@ -38,8 +38,11 @@ class CrashcheckTest(unittest.TestCase):
             self.assertIn(kind, result.stdout)
 
     def test_a_lying_flush_is_caught(self):
+        # Three cuts, not one: a cut that comes after the write-out has
+        # caught up loses nothing even with a lying flush (seen once in a
+        # full suite on a loaded machine); the check fails if any cut does.
         env = dict(os.environ, PVDISK_TEST_FAULT="lying-flush")
-        result = run("--kinds", "sqlite-delete", "--sqlite-cuts", "1",
+        result = run("--kinds", "sqlite-delete", "--sqlite-cuts", "3",
                      "--seed", "3", "--min-steps", "12", "--max-steps", "16",
                      env=env)
         print(result.stdout)
