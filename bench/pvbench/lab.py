@@ -269,6 +269,38 @@ class QsdExport(Target):
         force_unmount(self.file)
 
 
+class Remounting:
+    """A target made anew before each of its runs: reset() unmounts (or
+    stops) the one in use and makes another with `make`, a function of no
+    arguments that returns a target the lab keeps. Everything else is the
+    current target's.
+
+    Why: two mounts of the same build, flags and image, kept mounted for a
+    whole run, differed by up to 12% on one job in every round (one mount's
+    state, not the order: the rounds alternate it), so a ratio of two kept
+    mounts carries that offset however many rounds it has. Made anew each
+    round, the offset changes from round to round and the median of the
+    per-round ratios averages it out."""
+
+    def __init__(self, the_lab, make):
+        self._lab, self._make = the_lab, make
+        self.current = make()
+
+    def reset(self):
+        self._lab.release(self.current)
+        self.current = self._make()
+        self.current.reset()
+
+    def counters(self):
+        return self.current.counters()
+
+    def close(self):
+        pass  # the lab closes the current target
+
+    def __getattr__(self, name):
+        return getattr(self.current, name)
+
+
 class Lab:
     """A scratch directory with one raw image of `size` bytes, and the
     targets made from it. Use as a with-block: leaving it closes every
@@ -281,6 +313,7 @@ class Lab:
         self.dir = tempfile.mkdtemp(prefix="pvbench.")
         self.image = os.path.join(self.dir, "disk0.img")
         self.targets = []
+        self.made = 0  # targets made so far: each gets a name of its own
         try:
             p = subprocess.run([self.pvdisk, "create", self.image,
                                 "--size", str(size)],
@@ -309,7 +342,7 @@ class Lab:
         with these flags (or of `disk`, a whole --disk argument: see
         PvdiskMount), by the lab's build's pvdisk or the program `pvdisk`
         (another build's)."""
-        mnt = os.path.join(self.dir, "mnt%d" % len(self.targets))
+        mnt = os.path.join(self.dir, "mnt%d" % self._number())
         return self._keep(PvdiskMount(pvdisk or self.pvdisk,
                                       image or self.image, mnt, flags, disk))
 
@@ -347,7 +380,7 @@ class Lab:
         `io` (classic or uring); with `serve_image` (uring) serving the
         image itself rather than zeros."""
         program = os.path.join(self.build, "bench", "targets", "fuse_floor")
-        mnt = os.path.join(self.dir, "floor%d" % len(self.targets))
+        mnt = os.path.join(self.dir, "floor%d" % self._number())
         return self._keep(FuseFloor(program, mnt, self.size, io,
                                     self.image if serve_image else None))
 
@@ -357,7 +390,7 @@ class Lab:
         export's aio=io_uring and cache.direct=on), or of `blockdev` (the
         --blockdev options but node-name, e.g. a null-co device)."""
         image = qcow2 or self.image
-        file = os.path.join(self.dir, "qsd%d-%s" % (len(self.targets),
+        file = os.path.join(self.dir, "qsd%d-%s" % (self._number(),
                                                     os.path.basename(image)))
         if qcow2:
             blockdev = ("driver=qcow2,file.driver=file,file.filename=%s,"
@@ -373,7 +406,7 @@ class Lab:
 
     def rbd_mount(self, conf, image, flags):
         """A pvdisk mount of RBD image rbd/IMAGE."""
-        mnt = os.path.join(self.dir, "mnt%d" % len(self.targets))
+        mnt = os.path.join(self.dir, "mnt%d" % self._number())
         disk = "rbd:rbd/%s,conf=%s" % (image, conf)
         return self._keep(PvdiskMount(self.pvdisk, None, mnt, flags,
                                       disk=disk, file_name=image))
@@ -381,7 +414,7 @@ class Lab:
     def rbd_qsd(self, conf, image):
         """qemu-storage-daemon's FUSE export of rbd/IMAGE (driver=rbd, from
         qemu-block-extra; cache.direct=on turns librbd's cache off)."""
-        file = os.path.join(self.dir, "qsd%d-%s" % (len(self.targets), image))
+        file = os.path.join(self.dir, "qsd%d-%s" % (self._number(), image))
         return self._keep(QsdExport(None, file, blockdev=(
             "driver=rbd,pool=rbd,image=%s,conf=%s,cache.direct=on"
             % (image, conf))))
@@ -389,7 +422,7 @@ class Lab:
     def rbd_floor(self, conf, image, size):
         """bench/fuse_floor serving rbd/IMAGE through the rbd engine."""
         program = os.path.join(self.build, "bench", "targets", "fuse_floor")
-        mnt = os.path.join(self.dir, "floor%d" % len(self.targets))
+        mnt = os.path.join(self.dir, "floor%d" % self._number())
         return self._keep(FuseFloor(program, mnt, size, "uring",
                                     "rbd:rbd/%s,conf=%s" % (image, conf)))
 
@@ -399,6 +432,13 @@ class Lab:
     def fio_rbd(self, conf, image):
         """fio's own rbd engine on rbd/IMAGE, librbd's cache off."""
         return self._keep(FioRbd(conf, image, self.dir))
+
+    def _number(self):
+        """A number no earlier target of this lab had, for its folder: the
+        count of live targets would, after a release, name a folder that
+        another live target still uses."""
+        self.made += 1
+        return self.made - 1
 
     def _keep(self, target):
         self.targets.append(target)

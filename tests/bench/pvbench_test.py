@@ -3,7 +3,8 @@
 fio command lines and reports, per-request figures, medians and ratios,
 markdown; and, where qemu-img, fio and fincore are here, that a lab's
 qcow2 image and the image it was converted from are out of the page cache
-as the direct fill leaves a raw image."""
+as the direct fill leaves a raw image; and that a remounting target
+serves each run from a new mount."""
 import argparse
 import json
 import os
@@ -132,6 +133,29 @@ class LabQcow2Test(unittest.TestCase):
             self.assertGreater(os.path.getsize(image), 16 << 20)
             self.assertEqual(cached_bytes(image), 0)
             self.assertEqual(cached_bytes(the_lab.image), 0)
+
+
+@unittest.skipUnless(os.access(os.path.join(benchtest.build_dir(), "pvdisk"),
+                               os.X_OK) and os.path.exists("/dev/fuse"),
+                     "needs /dev/fuse and a built pvdisk")
+class RemountingTest(unittest.TestCase):
+    def test_each_reset_serves_the_image_from_a_new_mount(self):
+        with lab.Lab(benchtest.build_dir(), 16 << 20) as the_lab:
+            target = lab.Remounting(the_lab, lambda: the_lab.mount([]))
+            daemons = [target.pid]
+            for _ in range(2):
+                old_mount = os.path.dirname(target.file)
+                target.reset()
+                self.assertNotIn(old_mount, lab.mounts())
+                self.assertIn(os.path.dirname(target.file), lab.mounts())
+                daemons.append(target.pid)
+                with open(target.file, "rb") as f:
+                    self.assertEqual(len(f.read(4096)), 4096)
+                self.assertIsNotNone(target.counters())
+            self.assertEqual(len(set(daemons)), 3)
+            self.assertEqual(len(the_lab.targets), 1)
+            mount = os.path.dirname(target.file)
+        self.assertNotIn(mount, lab.mounts())
 
 
 if __name__ == "__main__":
