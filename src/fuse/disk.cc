@@ -44,8 +44,8 @@ io::EngineOptions BaseEngineOptions(const DiskSpec& spec, io::EngineKind kind) {
 // cache=volatile serves an image of files (raw, or qcow2 served writable)
 // through an engine that writes it; the cache lives where the I/O is done
 // (the daemon's backend threads, or the disk's backend process).
-absl::Status CheckVolatileCache(const DiskSpec& spec, const image::Image& image,
-                                const DiskOptions& options) {
+absl::Status CheckVolatileCache(const DiskSpec& spec,
+                                const image::Image& image) {
   auto refuse = [&spec](const std::string& why) {
     return absl::InvalidArgumentError(
         absl::StrCat("--disk ", spec.path, ": cache=volatile ", why));
@@ -212,7 +212,7 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
     }
   }
   if (spec.cache_volatile) {
-    PVDISK_RETURN_IF_ERROR(CheckVolatileCache(spec, *disk->image_, options));
+    PVDISK_RETURN_IF_ERROR(CheckVolatileCache(spec, *disk->image_));
     disk->cache_volatile_ = true;
     disk->cache_bytes_ = spec.cache_bytes;
     // With --backend process the backend makes it, over its own open of

@@ -6,7 +6,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "transport/process/wire.h"
@@ -17,9 +16,9 @@ namespace {
 using transport::process::WireReader;
 using transport::process::WireWriter;
 
-constexpr std::string_view kKeepNames[] = {"none", "all", "random"};
+constexpr const char* kKeepNames[] = {"none", "all", "random"};
 
-absl::Status Malformed(std::string_view what) {
+absl::Status Malformed(const std::string& what) {
   return absl::DataLossError(
       absl::StrCat("malformed answer to '", what, "' from the backend"));
 }
@@ -51,18 +50,22 @@ std::string EncodeCounts(const BackendDiskCounts& counts) {
 DiskBackendControl::DiskBackendControl(std::shared_ptr<image::Image> image,
                                        std::shared_ptr<io::VolatileCache> cache,
                                        std::shared_ptr<io::WriteLog> log)
-    : image_(std::move(image)), cache_(std::move(cache)), log_(std::move(log)) {}
+    : image_(std::move(image)),
+      cache_(std::move(cache)),
+      log_(std::move(log)) {}
 
 absl::StatusOr<std::string> DiskBackendControl::Handle(
     std::string_view request) {
+  const std::string text(request);
   // A mark's name is the rest of the line, checked by the log itself.
-  if (absl::ConsumePrefix(&request, "mark ")) {
+  constexpr std::string_view kMark = "mark ";
+  if (text.compare(0, kMark.size(), kMark) == 0) {
     if (!log_) return absl::FailedPreconditionError("the disk has no log");
-    PVDISK_RETURN_IF_ERROR(log_->AppendMark(request));
+    PVDISK_RETURN_IF_ERROR(log_->AppendMark(request.substr(kMark.size())));
     return std::string();
   }
-  std::vector<std::string_view> words = absl::StrSplit(request, ' ');
-  const std::string_view command = words[0];
+  const std::vector<std::string> words = absl::StrSplit(text, ' ');
+  const std::string& command = words[0];
   if (command == "powercut" && words.size() == 3) {
     if (!cache_) {
       return absl::FailedPreconditionError("the disk has no volatile cache");
@@ -81,7 +84,8 @@ absl::StatusOr<std::string> DiskBackendControl::Handle(
     if (!absl::SimpleAtoi(words[2], &seed)) {
       return absl::InvalidArgumentError(absl::StrCat("no seed ", words[2]));
     }
-    PVDISK_ASSIGN_OR_RETURN(io::PowerCutResult cut, cache_->PowerCut(keep, seed));
+    PVDISK_ASSIGN_OR_RETURN(io::PowerCutResult cut,
+                            cache_->PowerCut(keep, seed));
     return EncodeCut(cut);
   }
   if (command == "counts" && words.size() == 1) {
@@ -99,7 +103,7 @@ absl::StatusOr<std::string> DiskBackendControl::Handle(
     return std::string();
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown disk control request '", request, "'"));
+      absl::StrCat("unknown disk control request '", text, "'"));
 }
 
 void DiskBackendControl::Stopped() {
@@ -136,7 +140,8 @@ absl::StatusOr<io::PowerCutResult> RemotePowerCut(
 
 absl::Status RemoteMark(transport::process::BackendSupervisor& backend,
                         std::string_view name) {
-  return backend.Control(absl::StrCat("mark ", name), kControlAnswerTimeout)
+  return backend
+      .Control(absl::StrCat("mark ", std::string(name)), kControlAnswerTimeout)
       .status();
 }
 

@@ -99,8 +99,8 @@ uint64_t CheckImage(const std::string& bytes) {
 
 std::vector<std::string> CacheArgs(const std::string& image,
                                    const std::string& backend) {
-  return {"--disk", image + ",cache=volatile", "--backend", backend,
-          "--queues", "1"};
+  return {"--disk", image + ",cache=volatile", "--backend", backend, "--queues",
+          "1"};
 }
 
 // fio verify through the cache of a backend process, with fsyncs; its
@@ -114,16 +114,15 @@ TEST(BackendProcessCacheTest, FioVerifiesAndUnmountWritesTheCacheOut) {
   std::string disk;
   {
     Mount mount(dir.MakeDir("mnt"),
-                {"--disk", image + ",cache=volatile,cache_size=4M",
-                 "--backend", "process", "--queues", "2", "--backend-threads",
-                 "2"});
+                {"--disk", image + ",cache=volatile,cache_size=4M", "--backend",
+                 "process", "--queues", "2", "--backend-threads", "2"});
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
-    CommandResult fio = RunCommand(
-        FioCommand(mount.Path("disk0.img"),
-                   {"--rw=randrw", "--bsrange=4k-256k", "--size=32M",
-                    "--iodepth=16", "--fsync=32", "--verify=crc32c",
-                    "--do_verify=1"}),
-        std::chrono::seconds(180));
+    CommandResult fio =
+        RunCommand(FioCommand(mount.Path("disk0.img"),
+                              {"--rw=randrw", "--bsrange=4k-256k", "--size=32M",
+                               "--iodepth=16", "--fsync=32", "--verify=crc32c",
+                               "--do_verify=1"}),
+                   std::chrono::seconds(180));
     ExpectFioClean(fio);
     DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
     EXPECT_EQ(stats.config["backend"], "process");
@@ -228,16 +227,22 @@ TEST_P(BackendProcessPowercutTest, CutsAsBackendThreadsDo) {
   const uint64_t kept = CheckImage(process.image);
   EXPECT_TRUE(process.image == thread.image)
       << "the cut left another image than with backend threads";
-  if (keep == "none") EXPECT_EQ(kept, 0u);
-  if (keep == "all") EXPECT_EQ(kept, kHeld);
-  EXPECT_NE(process.config_after.find("cut_kept_writes=" +
-                                      std::to_string(kept) + "\n"),
+  if (keep == "none") {
+    EXPECT_EQ(kept, 0u);
+  } else if (keep == "all") {
+    EXPECT_EQ(kept, kHeld);
+  }
+  EXPECT_NE(process.config_after.find(
+                "cut_kept_writes=" + std::to_string(kept) + "\n"),
             std::string::npos)
       << process.config_after;
 }
 
 INSTANTIATE_TEST_SUITE_P(Keep, BackendProcessPowercutTest,
-                         ::testing::Values("none", "all", "random"));
+                         ::testing::Values("none", "all", "random"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 // kill -9 of the backend process of a disk with the cache is its power
 // cut: I/O fails with EIO at once, the stats show it, a power cut is
@@ -262,9 +267,9 @@ TEST(BackendProcessCacheTest, KilledBackendIsThePowerCut) {
     const pid_t pid = BackendPid(mnt, "cached.img");
     ASSERT_GT(pid, 0);
     ASSERT_EQ(kill(pid, SIGKILL), 0) << std::strerror(errno);
-    ASSERT_TRUE(WaitUntil([&] { return BackendState(mnt, "cached.img") ==
-                                       "failed"; },
-                          kBackendRestartTimeout))
+    ASSERT_TRUE(
+        WaitUntil([&] { return BackendState(mnt, "cached.img") == "failed"; },
+                  kBackendRestartTimeout))
         << BackendState(mnt, "cached.img");
     // No restart: the pid stays gone, I/O fails (the Mount's watchdog
     // would catch a hang).

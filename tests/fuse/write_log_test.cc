@@ -194,11 +194,15 @@ TEST_P(WriteLogExt4Test, ReplayToEveryFlushIsCleanAndToAMarkIsTheDiskThen) {
   EXPECT_EQ(cmp.exit_code, 0) << cmp.Describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, WriteLogExt4Test,
-                         ::testing::Values("thread", "process"));
+std::string BackendName(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
+}
 
-class WriteLogBesideACacheTest
-    : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(Backends, WriteLogExt4Test,
+                         ::testing::Values("thread", "process"), BackendName);
+
+class WriteLogBesideACacheTest : public ::testing::TestWithParam<std::string> {
+};
 
 // With cache=volatile the log records what the guest did: the writes and
 // the flush that covered them, marked through the stats file, and a
@@ -258,7 +262,7 @@ TEST_P(WriteLogBesideACacheTest, WorksBesideAVolatileCache) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, WriteLogBesideACacheTest,
-                         ::testing::Values("thread", "process"));
+                         ::testing::Values("thread", "process"), BackendName);
 
 // kill -9 of the backend process that writes the log: the disk is not
 // restarted (I/O fails with EIO), and the log ends at its last flush: its

@@ -126,8 +126,9 @@ std::string EncodeControl(const ControlMessage& message) {
   WireWriter out;
   out.PutU64(message.seq);
   out.PutU64(static_cast<uint64_t>(message.body.status().code()));
-  out.PutString(message.body.ok() ? *message.body
-                                  : message.body.status().message());
+  out.PutString(message.body.ok()
+                    ? *message.body
+                    : std::string(message.body.status().message()));
   return out.data();
 }
 
