@@ -142,9 +142,9 @@ uint64_t LostWithALyingFlush(const std::string& placement, uint64_t seed) {
   ScopedTestFault fault("lying-flush");
   uint64_t lost = 0;
   for (int cut = 0; cut < CutsPerCase(3) && lost == 0; ++cut) {
-    lost += OneCut(dir, Case{"blkif", placement},
-                   seed + static_cast<uint64_t>(cut))
-                .lost;
+    lost +=
+        OneCut(dir, Case{"blkif", placement}, seed + static_cast<uint64_t>(cut))
+            .lost;
   }
   return lost;
 }

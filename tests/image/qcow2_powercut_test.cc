@@ -169,16 +169,17 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
          (std::get<4>(info.param) ? "_process" : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Cuts, Qcow2PowercutTest,
-                         ::testing::Values(Case(false, "random", 3, false, false),
-                                           Case(false, "none", 1, false, false),
-                                           Case(false, "all", 1, false, false),
-                                           Case(true, "random", 2, false, false),
-                                           Case(true, "none", 1, false, false),
-                                           Case(true, "random", 2, true, false),
-                                           Case(false, "random", 2, false, true),
-                                           Case(true, "all", 1, false, true)),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(
+    Cuts, Qcow2PowercutTest,
+    ::testing::Values(Case(false, "random", 3, false, false),
+                      Case(false, "none", 1, false, false),
+                      Case(false, "all", 1, false, false),
+                      Case(true, "random", 2, false, false),
+                      Case(true, "none", 1, false, false),
+                      Case(true, "random", 2, true, false),
+                      Case(false, "random", 2, false, true),
+                      Case(true, "all", 1, false, true)),
+    CaseName);
 
 // Metadata the cache holds at the cut. A flush commits the journal and
 // flushes the cache at once, so the cuts above rarely find metadata held;

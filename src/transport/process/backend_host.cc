@@ -77,10 +77,10 @@ absl::Status Serve(int socket, const EngineFactoryMaker& make_factory,
     SetLogTarget(setup.log_target, STDERR_FILENO);
   }
   if (packet.fds.size() != setup.image_files + setup.other_files) {
-    return absl::DataLossError(absl::StrCat(
-        "the setup packet carries ", packet.fds.size(),
-        " descriptors for an image of ", setup.image_files, " files and ",
-        setup.other_files, " other files"));
+    return absl::DataLossError(
+        absl::StrCat("the setup packet carries ", packet.fds.size(),
+                     " descriptors for an image of ", setup.image_files,
+                     " files and ", setup.other_files, " other files"));
   }
   const std::vector<int> image_fds(packet.fds.begin(),
                                    packet.fds.begin() + setup.image_files);
@@ -91,8 +91,7 @@ absl::Status Serve(int socket, const EngineFactoryMaker& make_factory,
                             ReceiveQueue(socket, setup.queue));
     hosted->push_back(std::move(queue));
   }
-  PVDISK_ASSIGN_OR_RETURN(*served,
-                          make_factory(setup, image_fds, other_fds));
+  PVDISK_ASSIGN_OR_RETURN(*served, make_factory(setup, image_fds, other_fds));
   const EngineFactory& make_engine = served->factory;
   std::vector<BackendQueue> queues;
   std::vector<iovec> pools;

@@ -33,11 +33,10 @@ struct BackendEngines {
   EngineFactory factory;
   // BackendReady::writer: how the image knows this process as a writer.
   std::string writer;
-  // Answers a control request of the daemon (see EncodeControlAnswer),
-  // on the process's main thread, one at a time. Null: every request is
-  // refused (Unimplemented).
-  std::function<absl::StatusOr<std::string>(std::string_view request)>
-      control;
+  // Answers a control request of the daemon (see EncodeControl,
+  // backend_setup.h), on the process's main thread, one at a time. Null: every
+  // request is refused (Unimplemented).
+  std::function<absl::StatusOr<std::string>(std::string_view request)> control;
   // At a clean stop, once every loop has answered what it took: makes
   // durable what the engines hold beyond the image (a volatile write
   // cache's held writes, a write log's end). Not called when the process

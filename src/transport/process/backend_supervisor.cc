@@ -62,10 +62,9 @@ absl::StatusOr<std::unique_ptr<BackendSupervisor>> BackendSupervisor::Start(
                      kMaxImageFiles, " files, not ", options.image_fds.size()));
   }
   if (options.other_fds.size() > kMaxOtherFiles) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a backend process takes at most ", kMaxOtherFiles,
-                     " files besides the image, not ",
-                     options.other_fds.size()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a backend process takes at most ", kMaxOtherFiles,
+        " files besides the image, not ", options.other_fds.size()));
   }
   std::unique_ptr<BackendSupervisor> supervisor(
       new BackendSupervisor(transport, options));
