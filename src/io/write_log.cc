@@ -119,21 +119,25 @@ void WriteLog::HandOff() {
 
 absl::StatusOr<std::shared_ptr<WriteLog>> WriteLog::Adopt(int fd,
                                                           std::string path) {
-  // Owns `fd` from here: published, so that it is closed (with its end
-  // mark) and never removed.
-  std::shared_ptr<WriteLog> log(new WriteLog(path, std::string(), fd));
-  log->published_.store(true, std::memory_order_release);
+  // Checked before the log owns `fd`: a log object would write its end
+  // mark over a file that is not its own.
   struct stat st = {};
   WriteLogSuper super = {};
   if (fstat(fd, &st) != 0 ||
       pread(fd, &super, sizeof(super), 0) != sizeof(super)) {
-    return ErrnoError(errno, absl::StrCat("cannot read the write log ", path));
+    const int error = errno;
+    close(fd);
+    return ErrnoError(error, absl::StrCat("cannot read the write log ", path));
   }
   if (super.magic != kWriteLogMagic || super.nr_entries != 0 ||
       static_cast<uint64_t>(st.st_size) != kSector) {
+    close(fd);
     return absl::FailedPreconditionError(
         absl::StrCat("the write log ", path, " is not a new, empty log"));
   }
+  // Published: closed with its end mark, never removed.
+  std::shared_ptr<WriteLog> log(new WriteLog(path, std::string(), fd));
+  log->published_.store(true, std::memory_order_release);
   log->end_ = kSector;
   return log;
 }
