@@ -7,14 +7,23 @@
 // has no files: this process connects to its cluster and opens it by name,
 // from the spec as the daemon resolved it, and checks it is the image the
 // daemon opened (its librbd id).
+//
+// A disk's volatile write cache (cache=volatile) and write log (log=FILE)
+// live here, where its I/O is done: made with the engines, reached by the
+// daemon through control requests (fuse/disk_backend_control.h). The log's
+// file comes from the daemon, which made it and publishes it.
+#include <fcntl.h>
+
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "base/errno_status.h"
 #include "base/status_macros.h"
 #include "cli/commands.h"
 #include "cli/disk_arg.h"
 #include "fuse/disk.h"
+#include "fuse/disk_backend_control.h"
 #include "image/image.h"
 #include "image/open_image.h"
 #include "transport/process/backend_host.h"
@@ -42,7 +51,7 @@ constexpr int kDaemonSocketFd = 3;
 // when unmount returns.
 absl::StatusOr<transport::process::BackendEngines> MakeEngineFactory(
     const transport::process::BackendSetup& setup,
-    const std::vector<int>& image_fds) {
+    const std::vector<int>& image_fds, const std::vector<int>& other_fds) {
   PVDISK_ASSIGN_OR_RETURN(fuse::EngineConfig config,
                           fuse::DecodeEngineConfig(setup.engine_config));
   // The options of the --disk argument; its path only names the image in
@@ -60,10 +69,35 @@ absl::StatusOr<transport::process::BackendEngines> MakeEngineFactory(
     PVDISK_RETURN_IF_ERROR(
         transport::process::HoldFence(image->files()[0], setup.fence_byte));
   }
+  std::shared_ptr<io::VolatileCache> cache;
+  if (spec.cache_volatile) {
+    PVDISK_ASSIGN_OR_RETURN(cache, fuse::MakeVolatileCache(spec, *image));
+  }
+  std::shared_ptr<io::WriteLog> log;
+  if (!spec.log_path.empty()) {
+    if (other_fds.size() != 1) {
+      return absl::DataLossError(
+          "the setup packet carries no file for the disk's write log");
+    }
+    // Our own descriptor of the daemon's open file: `other_fds` are closed
+    // when this returns.
+    const int fd = fcntl(other_fds[0], F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return ErrnoError(errno, "dup of the write log's file");
+    PVDISK_ASSIGN_OR_RETURN(log, io::WriteLog::Adopt(fd, spec.log_path));
+  }
   // The factory keeps the image open (and locked) for the engines it makes.
   transport::process::BackendEngines engines;
   engines.writer = image->writer();
-  engines.factory = fuse::EngineFactoryFor(spec, std::move(image));
+  if (cache || log) {
+    auto control =
+        std::make_shared<fuse::DiskBackendControl>(image, cache, log);
+    engines.control = [control](std::string_view request) {
+      return control->Handle(request);
+    };
+    engines.stopped = [control] { control->Stopped(); };
+  }
+  engines.factory = fuse::EngineFactoryFor(spec, std::move(image),
+                                           std::move(cache), std::move(log));
   return engines;
 }
 

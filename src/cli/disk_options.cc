@@ -30,13 +30,13 @@ const std::vector<DiskOptionInfo>& DiskOptions() {
       {"cache=volatile|writethrough", "",
        "cache=volatile models a volatile write cache: writes are held until "
        "a flush, and pvdisk powercut can lose them (raw and writable qcow2 "
-       "images, thread backend)"},
+       "images)"},
       {"cache_size=SIZE", "",
        "the bytes cache=volatile holds, written out or not, before a write "
        "must wait for a write-out (default 64M)"},
       {"log=FILE", "",
        "append every write, discard and flush to FILE in dm-log-writes' "
-       "format, for pvdisk replay (thread backend); FILE is replaced once "
+       "format, for pvdisk replay; FILE is replaced once "
        "the disk serves, and left as it was if the mount fails"},
       {"conf=PATH", "rbd", "the cluster's ceph.conf"},
       {"id=CLIENT", "rbd", "the client name"},

@@ -42,10 +42,10 @@ io::EngineOptions BaseEngineOptions(const DiskSpec& spec, io::EngineKind kind) {
 }
 
 // cache=volatile serves an image of files (raw, or qcow2 served writable)
-// in the daemon's own backend threads: the power cut reaches the cache
-// there.
-absl::Status CheckVolatileCache(const DiskSpec& spec, const image::Image& image,
-                                const DiskOptions& options) {
+// through an engine that writes it; the cache lives where the I/O is done
+// (the daemon's backend threads, or the disk's backend process).
+absl::Status CheckVolatileCache(const DiskSpec& spec,
+                                const image::Image& image) {
   auto refuse = [&spec](const std::string& why) {
     return absl::InvalidArgumentError(
         absl::StrCat("--disk ", spec.path, ": cache=volatile ", why));
@@ -61,27 +61,10 @@ absl::Status CheckVolatileCache(const DiskSpec& spec, const image::Image& image,
         "needs a qcow2 image served writable (not ro or snapshot=): its "
         "metadata is what the cache holds besides the data");
   }
-  if (options.backend == BackendMode::kProcess) {
-    return refuse("needs --backend thread (the default)");
-  }
   if (image.engine() == io::EngineKind::kNull) {
     return refuse("needs an engine that writes the image (uring or sync)");
   }
   return absl::OkStatus();
-}
-
-// The disk's volatile write cache, over the file its writes go to: a qcow2
-// image makes its own (its metadata goes through it too), a raw image's
-// is over its file.
-absl::StatusOr<std::shared_ptr<io::VolatileCache>> MakeVolatileCache(
-    const DiskSpec& spec, image::Image& image) {
-  PVDISK_ASSIGN_OR_RETURN(const io::TestFault test_fault,
-                          io::TestFaultFromEnvironment());
-  if (auto* qcow2 = dynamic_cast<image::Qcow2Image*>(&image)) {
-    return qcow2->MakeVolatileCache(spec.cache_bytes, test_fault.lying_flush);
-  }
-  return std::make_shared<io::VolatileCache>(
-      image.files()[0], image.name(), spec.cache_bytes, test_fault.lying_flush);
 }
 
 // The nvme frontend's own settings (--nvme-data, --irq-coalesce), for its
@@ -99,7 +82,41 @@ std::vector<std::pair<std::string, std::string>> NvmeConfig(
   };
 }
 
+// What dies with the backend process of a disk with a cache or a log: its
+// death is then the disk's power cut (BackendProcessOptions::lost_on_death),
+// not a restart. Empty for a disk with neither.
+//
+// The cache: its held writes completed and were answered; a new backend
+// replaying only the unanswered requests would serve on without them,
+// which no disk does without losing power. The log: entries after its
+// superblock's last update (the last flush or mark) may have been written
+// by the dead backend or not, and one torn by the death cannot be told
+// from a whole one (entries carry no checksum); a new backend appending
+// after them could not keep the log exact. So the log ends there, as a
+// dm-log-writes log ends when the power goes: its superblock counts the
+// entries up to the last flush or mark, every one of them whole, which is
+// all a replay to a flush or a mark needs.
+std::string LostOnDeath(const DiskSpec& spec) {
+  if (spec.cache_volatile && !spec.log_path.empty()) {
+    return "its volatile write cache and its write log's tail went";
+  }
+  if (spec.cache_volatile) return "its volatile write cache went";
+  if (!spec.log_path.empty()) return "its write log's tail went";
+  return std::string();
+}
+
 }  // namespace
+
+absl::StatusOr<std::shared_ptr<io::VolatileCache>> MakeVolatileCache(
+    const DiskSpec& spec, image::Image& image) {
+  PVDISK_ASSIGN_OR_RETURN(const io::TestFault test_fault,
+                          io::TestFaultFromEnvironment());
+  if (auto* qcow2 = dynamic_cast<image::Qcow2Image*>(&image)) {
+    return qcow2->MakeVolatileCache(spec.cache_bytes, test_fault.lying_flush);
+  }
+  return std::make_shared<io::VolatileCache>(
+      image.files()[0], image.name(), spec.cache_bytes, test_fault.lying_flush);
+}
 
 image::ImageSpec ImageSpecOf(const DiskSpec& spec, io::EngineKind engine) {
   image::ImageSpec image;
@@ -195,16 +212,20 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
     }
   }
   if (spec.cache_volatile) {
-    PVDISK_RETURN_IF_ERROR(CheckVolatileCache(spec, *disk->image_, options));
-    PVDISK_ASSIGN_OR_RETURN(disk->cache_,
-                            MakeVolatileCache(spec, *disk->image_));
+    PVDISK_RETURN_IF_ERROR(CheckVolatileCache(spec, *disk->image_));
+    disk->cache_volatile_ = true;
+    disk->cache_bytes_ = spec.cache_bytes;
+    // With --backend process the backend makes it, over its own open of
+    // the image (cli/backend_command.cc).
+    if (!in_process) {
+      PVDISK_ASSIGN_OR_RETURN(disk->cache_,
+                              MakeVolatileCache(spec, *disk->image_));
+    }
   }
   if (!spec.log_path.empty()) {
-    // The log is written by the daemon's own backend threads.
-    if (in_process) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--disk ", spec.path, ": log= needs --backend thread (the default)"));
-    }
+    // Made here in both modes, so that a log that cannot be written fails
+    // the mount, and published here once the disk serves. With --backend
+    // process the backend appends to it (it gets the open file).
     absl::StatusOr<std::shared_ptr<io::WriteLog>> log =
         io::WriteLog::Create(spec.log_path);
     if (!log.ok()) {
@@ -213,13 +234,15 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
                        log.status().message()));
     }
     disk->write_log_ = std::move(*log);
+    if (in_process) disk->write_log_->HandOff();
   }
   const std::string serial =
       SerialOf(disk->image_->name(), disk->image_->identity(),
                disk->image_->size_bytes());
   // The one way this disk makes engines, whichever image it serves.
   transport::EngineFactory make_engine =
-      EngineFactoryFor(spec, disk->image_, disk->cache_, disk->write_log_);
+      EngineFactoryFor(spec, disk->image_, disk->cache_,
+                       in_process ? nullptr : disk->write_log_);
   if (spec.expected_size && *spec.expected_size != disk->size_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--disk ", spec.path, ",size=", FormatSize(*spec.expected_size),
@@ -257,6 +280,8 @@ absl::StatusOr<std::unique_ptr<Disk>> Disk::Open(const DiskSpec& spec,
     process.image_fds = disk->image_->files();
     process.engine_config =
         EncodeEngineConfig(spec, options.engine, disk->image_->identity());
+    if (disk->write_log_) process.other_fds = {disk->write_log_->fd()};
+    process.lost_on_death = LostOnDeath(spec);
     process.fence_dead_writer = [image =
                                      disk->image_](const std::string& writer) {
       return image->FenceDeadWriter(writer);
@@ -449,12 +474,16 @@ stats::DiskReport Disk::Report() const {
         {"backend_restart_limit", absl::StrCat(supervisor_->restart_limit())});
   }
   for (auto& line : image_->Describe()) report.config.push_back(line);
-  report.config.push_back({"cache", cache_ ? "volatile" : "writethrough"});
-  if (cache_) {
-    report.config.push_back(
-        {"cache_size", absl::StrCat(cache_->limit_bytes())});
+  report.config.push_back(
+      {"cache", cache_volatile_ ? "volatile" : "writethrough"});
+  const bool lost = lost_with_backend();
+  const BackendDiskCounts counts = CacheAndLogCounts();
+  if (cache_volatile_) {
+    report.config.push_back({"cache_size", absl::StrCat(cache_bytes_)});
     std::lock_guard<std::mutex> lock(cut_mu_);
-    report.config.push_back({"power", cut_result_ ? "cut" : "on"});
+    // Cut by `pvdisk powercut`, or by the death of the backend process
+    // that held the cache (then nothing says what was dropped: all of it).
+    report.config.push_back({"power", cut_result_ || lost ? "cut" : "on"});
     if (cut_result_) {
       report.config.push_back(
           {"cut_dropped_writes", absl::StrCat(cut_result_->dropped_writes)});
@@ -469,37 +498,69 @@ stats::DiskReport Disk::Report() const {
   report.config.push_back(
       {"log", write_log_ ? write_log_->path() : std::string("none")});
   if (write_log_) {
-    const std::string failed = write_log_->failed();
-    report.config.push_back({"log_state", failed.empty() ? "on" : failed});
+    std::string state = counts.log_failed.empty() ? "on" : counts.log_failed;
+    if (lost) {
+      state = "ended at its last flush or mark: its backend process died";
+    }
+    report.config.push_back({"log_state", state});
   }
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     report.queues.push_back(transport_->queue(q).stats().Snapshot());
   }
   if (write_log_) {
     // The log is the disk's: its counts go on queue 0's row.
-    const io::WriteLogCounts counts = write_log_->counts();
     auto& values = report.queues[0].values;
-    values[stats::Index(stats::Counter::log_entries)] = counts.entries;
-    values[stats::Index(stats::Counter::log_bytes)] = counts.bytes;
+    values[stats::Index(stats::Counter::log_entries)] = counts.log.entries;
+    values[stats::Index(stats::Counter::log_bytes)] = counts.log.bytes;
   }
-  if (cache_) {
+  if (cache_volatile_) {
     // The cache is the disk's, not a queue's: its counts go on queue 0's
     // row, so that the total row shows them once.
-    const io::VolatileCacheCounts counts = cache_->counts();
+    const io::VolatileCacheCounts& cache = counts.cache;
     auto& values = report.queues[0].values;
-    values[stats::Index(stats::Counter::unsafe_bytes)] = counts.unsafe_bytes;
+    values[stats::Index(stats::Counter::unsafe_bytes)] = cache.unsafe_bytes;
     values[stats::Index(stats::Counter::unsafe_bytes_max)] =
-        counts.unsafe_bytes_max;
-    values[stats::Index(stats::Counter::flushes)] = counts.flushes;
-    values[stats::Index(stats::Counter::full_flushes)] = counts.full_flushes;
-    values[stats::Index(stats::Counter::full_waits)] = counts.full_waits;
+        cache.unsafe_bytes_max;
+    values[stats::Index(stats::Counter::flushes)] = cache.flushes;
+    values[stats::Index(stats::Counter::full_flushes)] = cache.full_flushes;
+    values[stats::Index(stats::Counter::full_waits)] = cache.full_waits;
   }
   return report;
+}
+
+bool Disk::lost_with_backend() const {
+  return supervisor_ && (cache_volatile_ || write_log_) &&
+         supervisor_->state() == "failed";
+}
+
+BackendDiskCounts Disk::CacheAndLogCounts() const {
+  BackendDiskCounts counts;
+  if (!supervisor_) {
+    if (cache_) counts.cache = cache_->counts();
+    if (write_log_) {
+      counts.log = write_log_->counts();
+      counts.log_failed = write_log_->failed();
+    }
+    return counts;
+  }
+  if (!cache_volatile_ && !write_log_) return counts;
+  std::lock_guard<std::mutex> lock(remote_mu_);
+  absl::StatusOr<BackendDiskCounts> remote = RemoteCounts(*supervisor_);
+  if (remote.ok()) remote_counts_ = *remote;
+  return remote_counts_;
 }
 
 void Disk::ResetStats() {
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     transport_->queue(q).stats().Reset();
+  }
+  if (supervisor_ && (cache_volatile_ || write_log_)) {
+    std::lock_guard<std::mutex> lock(remote_mu_);
+    if (absl::Status reset = RemoteResetCounts(*supervisor_); !reset.ok()) {
+      LogInfo("%s", reset.message());
+    }
+    remote_counts_ = BackendDiskCounts();
+    return;
   }
   if (cache_) cache_->ResetCounts();
   if (write_log_) write_log_->ResetCounts();
@@ -511,18 +572,39 @@ absl::Status Disk::Mark(std::string_view name) {
         absl::StrCat(name_, " has no write log to mark: mount it with --disk ",
                      image_->name(), ",log=FILE"));
   }
-  return write_log_->AppendMark(name);
+  if (!supervisor_) return write_log_->AppendMark(name);
+  if (lost_with_backend()) {
+    return absl::UnavailableError(absl::StrCat(
+        name_, "'s write log ended when its backend process died"));
+  }
+  absl::Status marked = RemoteMark(*supervisor_, name);
+  if (marked.ok() || marked.code() == absl::StatusCode::kInvalidArgument) {
+    return marked;
+  }
+  return absl::Status(marked.code(),
+                      absl::StrCat(name_, ": ", marked.message()));
 }
 
 absl::StatusOr<io::PowerCutResult> Disk::PowerCut(io::PowerKeep keep,
                                                   uint64_t seed) {
-  if (!cache_) {
+  if (!cache_volatile_) {
     return absl::FailedPreconditionError(absl::StrCat(
         name_, " has no volatile cache to lose: mount it with --disk ",
         image_->name(), ",cache=volatile"));
   }
-  PVDISK_ASSIGN_OR_RETURN(io::PowerCutResult result,
-                          cache_->PowerCut(keep, seed));
+  if (lost_with_backend()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        name_, " lost its power already: its backend process died"));
+  }
+  absl::StatusOr<io::PowerCutResult> cut =
+      supervisor_ ? RemotePowerCut(*supervisor_, keep, seed)
+                  : cache_->PowerCut(keep, seed);
+  if (!cut.ok()) {
+    if (!supervisor_) return cut.status();
+    return absl::Status(cut.status().code(),
+                        absl::StrCat(name_, ": ", cut.status().message()));
+  }
+  const io::PowerCutResult result = *cut;
   LogInfo(
       "%s lost its power: %u unflushed write(s) of %u bytes dropped, "
       "%u of %u bytes kept",

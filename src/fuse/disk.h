@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "fuse/channel/channel_options.h"
+#include "fuse/disk_backend_control.h"
 #include "fuse/operations_in_flight.h"
 #include "image/image.h"
 #include "image/image_spec.h"
@@ -108,6 +109,14 @@ transport::EngineFactory EngineFactoryFor(
     const DiskSpec& spec, std::shared_ptr<image::Image> image,
     std::shared_ptr<io::VolatileCache> cache = nullptr,
     std::shared_ptr<io::WriteLog> write_log = nullptr);
+
+// The volatile write cache of the disk `spec` names (cache=volatile), over
+// the file its writes go to: a qcow2 image makes its own (its metadata
+// goes through it too), a raw image's is over its file. Made where the
+// disk's I/O is done: by Disk::Open with --backend thread, by the backend
+// process (cli/backend_command.cc) with --backend process.
+absl::StatusOr<std::shared_ptr<io::VolatileCache>> MakeVolatileCache(
+    const DiskSpec& spec, image::Image& image);
 
 // What a backend process gets in BackendSetup::engine_config: the --disk
 // argument as given (for its options; its path only names the image in
@@ -211,10 +220,13 @@ class Disk {
   // The power cut of a disk with cache=volatile (io/volatile_cache.h):
   // from now on every request fails with EIO, and the image gets the
   // unflushed writes `keep` says. FailedPrecondition, naming the disk, for
-  // a disk without the cache or one already cut.
+  // a disk without the cache or one already cut (by `pvdisk powercut`, or
+  // by the death of its backend process). With --backend process the cut
+  // is the backend's (fuse/disk_backend_control.h); Unavailable or
+  // DeadlineExceeded when it cannot be reached.
   absl::StatusOr<io::PowerCutResult> PowerCut(io::PowerKeep keep,
                                               uint64_t seed);
-  bool has_volatile_cache() const { return cache_ != nullptr; }
+  bool has_volatile_cache() const { return cache_volatile_; }
 
   // Appends a mark named `name` to the disk's write log (log=FILE).
   // FailedPrecondition, naming the disk, for a disk without a log;
@@ -231,10 +243,21 @@ class Disk {
   // and declared before it: it outlives every engine it made.
   std::shared_ptr<image::Image> image_;
   std::optional<io::CompletionDelay> delay_;  // for the stats header
-  // cache=volatile only; shared with the engines.
+  // cache=volatile (and its cache_size=).
+  bool cache_volatile_ = false;
+  uint64_t cache_bytes_ = 0;
+  // cache=volatile with --backend thread; shared with the engines. With
+  // --backend process the cache lives in the backend process (see
+  // fuse/disk_backend_control.h).
   std::shared_ptr<io::VolatileCache> cache_;
-  // log=FILE only; shared with the engines.
+  // log=FILE only; shared with the engines. With --backend process this
+  // is the daemon's hand of it (io::WriteLog::HandOff: the file, made and
+  // published here, appended to by the backend process).
   std::shared_ptr<io::WriteLog> write_log_;
+  // --backend process with a cache or a log: their counts as the backend
+  // last told them, shown when it cannot answer (it died).
+  mutable std::mutex remote_mu_;
+  mutable BackendDiskCounts remote_counts_;
   // What the power cut did, for the stats header (cache_ only).
   mutable std::mutex cut_mu_;
   std::optional<io::PowerCutResult> cut_result_;
@@ -248,6 +271,12 @@ class Disk {
   // Shutdown's giving up: kills the backend process, fails the queues'
   // I/O with EIO and logs what was given up.
   void Abandon();
+  // --backend process: whether the backend died holding the cache or the
+  // log, and the disk so lost its power (BackendProcessOptions::
+  // lost_on_death).
+  bool lost_with_backend() const;
+  // The cache's and the log's counts, wherever they live.
+  BackendDiskCounts CacheAndLogCounts() const;
 };
 
 }  // namespace pvdisk::fuse

@@ -111,6 +111,37 @@ absl::Status WriteLog::Publish() {
   return absl::OkStatus();
 }
 
+void WriteLog::HandOff() {
+  handed_off_ = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+}
+
+absl::StatusOr<std::shared_ptr<WriteLog>> WriteLog::Adopt(int fd,
+                                                          std::string path) {
+  // Checked before the log owns `fd`: a log object would write its end
+  // mark over a file that is not its own.
+  struct stat st = {};
+  WriteLogSuper super = {};
+  if (fstat(fd, &st) != 0 ||
+      pread(fd, &super, sizeof(super), 0) != sizeof(super)) {
+    const int error = errno;
+    close(fd);
+    return ErrnoError(error, absl::StrCat("cannot read the write log ", path));
+  }
+  if (super.magic != kWriteLogMagic || super.nr_entries != 0 ||
+      static_cast<uint64_t>(st.st_size) != kSector) {
+    close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat("the write log ", path, " is not a new, empty log"));
+  }
+  // Published: closed with its end mark, never removed.
+  std::shared_ptr<WriteLog> log(new WriteLog(path, std::string(), fd));
+  log->published_.store(true, std::memory_order_release);
+  log->end_ = kSector;
+  return log;
+}
+
 WriteLog::WriteLog(std::string path, std::string temp_path, int fd)
     : path_(std::move(path)), temp_path_(std::move(temp_path)), fd_(fd) {}
 
@@ -261,6 +292,7 @@ absl::Status WriteLog::AppendMark(std::string_view name) {
 }
 
 absl::Status WriteLog::Close() {
+  if (handed_off_) return absl::OkStatus();
   bool failed;
   {
     std::lock_guard<std::mutex> lock(mu_);

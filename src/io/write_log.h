@@ -19,6 +19,11 @@
 // also appends the mark "dm-log-writes-end", as the kernel does when its
 // target goes.
 //
+// With --backend process the log is written in the disk's backend process
+// (where the I/O is done): the daemon makes the file (Create) and keeps it
+// only to publish or remove it (HandOff), and the backend appends to the
+// same open file (Adopt of a duplicate of fd()).
+//
 // If an append fails (the log's file system is full), logging stops: the
 // log keeps the entries written before, the disk goes on, and failed()
 // says why. The disk's I/O never fails because of its log.
@@ -57,6 +62,22 @@ class WriteLog {
   // there (as a shell's `>` would, but only now). A log never published
   // (the mount failed) is removed when it is destroyed. Idempotent.
   absl::Status Publish();
+
+  // The log Create() just made (its superblock and no entry), appended to
+  // by another process: this object keeps the file only to publish it, or
+  // to remove it if the disk never served. It appends nothing (appends
+  // fail with -EIO) and Close() writes nothing (the end mark is the
+  // appender's). Call before anything is appended.
+  void HandOff();
+  // The appending side of a handed-off log: takes `fd` (owned from here,
+  // even on error), an open of a log Create() made that holds nothing but
+  // its superblock, and appends from its first entry. `path` names it in
+  // messages. Never renames or removes the file. FailedPrecondition if the
+  // file holds more than an empty log (its superblock counts entries, or
+  // it is longer).
+  static absl::StatusOr<std::shared_ptr<WriteLog>> Adopt(int fd,
+                                                         std::string path);
+  int fd() const { return fd_; }
   ~WriteLog();
   WriteLog(const WriteLog&) = delete;
   WriteLog& operator=(const WriteLog&) = delete;
@@ -111,6 +132,7 @@ class WriteLog {
   const std::string temp_path_;  // the file's name until Publish()
   const int fd_;
   std::atomic<bool> published_{false};
+  bool handed_off_ = false;  // HandOff(); set before the disk serves
   mutable std::mutex mu_;
   std::condition_variable written_cv_;  // an entry was written
   uint64_t end_ = 0;            // where the next entry goes; guarded by mu_

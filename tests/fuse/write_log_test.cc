@@ -10,9 +10,15 @@
 // its log was made (the file at log= untouched, none made), a replay past
 // the log's end and a log that is not whole (one line, exit 2, the image
 // unchanged). QEMU's blklogwrites appends to a pvdisk log, and pvdisk replays
-// that. Needs root, mount, fsfreeze, mkfs.ext4 and e2fsck.
+// that. The ext4 test and the one beside a volatile cache run with backend
+// threads and in a backend process (--backend process, which writes the
+// log there); the death of that process ends the log at its last flush or
+// mark, every entry before whole. Needs root, mount, fsfreeze, mkfs.ext4
+// and e2fsck.
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -103,7 +109,22 @@ std::string ReplayCopy(const TempDir& dir, const std::string& base,
   return copy;
 }
 
-TEST(WriteLogExt4Test, ReplayToEveryFlushIsCleanAndToAMarkIsTheDiskThen) {
+// Where the disk's backend runs: "thread" (--placement backend-thread) or
+// "process" (--backend process).
+std::vector<std::string> BackendArgs(const std::string& backend) {
+  if (backend == "process") return {"--backend", "process"};
+  return {"--placement", "backend-thread"};
+}
+
+std::vector<std::string> Joined(std::vector<std::string> args,
+                                const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+class WriteLogExt4Test : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(WriteLogExt4Test, ReplayToEveryFlushIsCleanAndToAMarkIsTheDiskThen) {
   PVDISK_REQUIRE_FUSE();
   if (std::string why = MissingTools(); !why.empty()) GTEST_SKIP() << why;
   TempDir dir;
@@ -118,8 +139,8 @@ TEST(WriteLogExt4Test, ReplayToEveryFlushIsCleanAndToAMarkIsTheDiskThen) {
   const std::string fs_dir = dir.MakeDir("fs");
   std::vector<std::string> snapshots;
   {
-    Mount mount(dir.MakeDir("mnt"), {"--disk", image + ",log=" + log,
-                                     "--placement", "backend-thread"});
+    Mount mount(dir.MakeDir("mnt"), Joined({"--disk", image + ",log=" + log},
+                                           BackendArgs(GetParam())));
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
     LoopMount fs(mount.Path("disk0.img"), fs_dir);
     ASSERT_TRUE(fs.ok()) << fs.result().Describe();
@@ -173,10 +194,20 @@ TEST(WriteLogExt4Test, ReplayToEveryFlushIsCleanAndToAMarkIsTheDiskThen) {
   EXPECT_EQ(cmp.exit_code, 0) << cmp.Describe();
 }
 
+std::string BackendName(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, WriteLogExt4Test,
+                         ::testing::Values("thread", "process"), BackendName);
+
+class WriteLogBesideACacheTest : public ::testing::TestWithParam<std::string> {
+};
+
 // With cache=volatile the log records what the guest did: the writes and
 // the flush that covered them, marked through the stats file, and a
 // discard.
-TEST(WriteLogMountTest, WorksBesideAVolatileCache) {
+TEST_P(WriteLogBesideACacheTest, WorksBesideAVolatileCache) {
   PVDISK_REQUIRE_FUSE();
   TempDir dir;
   const std::string image = dir.path() + "/disk0.img";
@@ -187,8 +218,8 @@ TEST(WriteLogMountTest, WorksBesideAVolatileCache) {
   const std::string data = PatternBytes(7, 256 * 1024);
   {
     Mount mount(dir.MakeDir("mnt"),
-                {"--disk", image + ",cache=volatile,log=" + log, "--placement",
-                 "backend-thread"});
+                Joined({"--disk", image + ",cache=volatile,log=" + log},
+                       BackendArgs(GetParam())));
     ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
     Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
     ASSERT_TRUE(fd.valid()) << std::strerror(errno);
@@ -228,6 +259,81 @@ TEST(WriteLogMountTest, WorksBesideAVolatileCache) {
   EXPECT_TRUE(PreadAll(fd.get(), 1 * kMiB + 64 * 1024,
                        data.size() - 64 * 1024) == data.substr(64 * 1024));
   EXPECT_TRUE(PreadAll(fd.get(), 2 * kMiB, data.size()) == data);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, WriteLogBesideACacheTest,
+                         ::testing::Values("thread", "process"), BackendName);
+
+// kill -9 of the backend process that writes the log: the disk is not
+// restarted (I/O fails with EIO), and the log ends at its last flush: its
+// superblock counts every entry up to there, so that a replay gives the
+// disk as flushed, and nothing after (no end mark: the power went).
+TEST(WriteLogMountTest, ABackendDeathEndsTheLogAtItsLastFlush) {
+  PVDISK_REQUIRE_FUSE();
+  TempDir dir;
+  const std::string image = dir.path() + "/disk0.img";
+  const std::string base = dir.path() + "/base.img";
+  const std::string log = dir.path() + "/disk0.log";
+  CreateImage(image, 4 * kMiB);
+  ASSERT_EQ(RunCommand({"cp", image, base}).exit_code, 0);
+  const std::string one = PatternBytes(1, 128 * 1024);
+  const std::string two = PatternBytes(2, 128 * 1024);
+  const std::string three = PatternBytes(3, 128 * 1024);
+  {
+    Mount mount(dir.MakeDir("mnt"),
+                {"--disk", image + ",log=" + log, "--backend", "process"});
+    ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+    Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    PwriteAll(fd.get(), 1 * kMiB, one);
+    ASSERT_EQ(fsync(fd.get()), 0) << std::strerror(errno);
+    CommandResult marked = RunPvdisk({"mark", mount.mountpoint(), "one"});
+    ASSERT_EQ(marked.exit_code, 0) << marked.Describe();
+    PwriteAll(fd.get(), 2 * kMiB, two);
+    ASSERT_EQ(fsync(fd.get()), 0) << std::strerror(errno);
+    PwriteAll(fd.get(), 3 * kMiB, three);  // never flushed
+    DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+    EXPECT_GE(stats["log_entries"], 6u);
+    const pid_t pid =
+        static_cast<pid_t>(std::stol(stats.config["backend_pid"]));
+    ASSERT_GT(pid, 0);
+    ASSERT_EQ(kill(pid, SIGKILL), 0) << std::strerror(errno);
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          return StatsOf(mount.mountpoint(), "disk0.img")
+                     .config["backend_state"] == "failed";
+        },
+        std::chrono::seconds(30)));
+    stats = StatsOf(mount.mountpoint(), "disk0.img");
+    EXPECT_NE(stats.config["log_state"].find("ended"), std::string::npos)
+        << stats.config["log_state"];
+    {
+      // Past the page cache: the disk itself answers.
+      Fd direct = Open(mount.Path("disk0.img"), O_RDONLY | O_DIRECT);
+      ASSERT_TRUE(direct.valid()) << std::strerror(errno);
+      void* buffer = nullptr;
+      ASSERT_EQ(posix_memalign(&buffer, 4096, 4096), 0);
+      errno = 0;
+      EXPECT_EQ(pread(direct.get(), buffer, 4096, 0), -1);
+      EXPECT_EQ(errno, EIO);
+      free(buffer);
+    }
+    CommandResult refused = RunPvdisk({"mark", mount.mountpoint(), "two"});
+    EXPECT_NE(refused.exit_code, 0) << refused.Describe();
+    fd.Close();
+    ASSERT_EQ(mount.Unmount().exit_code, 0);
+  }
+  const Listing listing = ListLog(log);
+  EXPECT_EQ(listing.marks, (std::vector<std::string>{"one"}));
+  ASSERT_GE(listing.flushes, 2);
+  const std::string copy = ReplayCopy(
+      dir, base, log, {"--to-flush", std::to_string(listing.flushes)});
+  Fd fd = Open(copy, O_RDONLY);
+  ASSERT_TRUE(fd.valid());
+  EXPECT_TRUE(PreadAll(fd.get(), 1 * kMiB, one.size()) == one);
+  EXPECT_TRUE(PreadAll(fd.get(), 2 * kMiB, two.size()) == two);
+  EXPECT_EQ(PreadAll(fd.get(), 3 * kMiB, three.size()),
+            std::string(three.size(), '\0'));
 }
 
 // Another implementation as the judge of the layout: QEMU's blklogwrites

@@ -13,7 +13,9 @@
 // both made by qemu-img with 64 KiB clusters (and one with extended L2
 // entries over a backing file: a write fills and marks its subclusters). The
 // workload and the block check are the raw images'
-// (tests/fuse/powercut_workload.h).
+// (tests/fuse/powercut_workload.h). Some cases serve the image from a
+// backend process (--backend process): the cache, and the image's metadata
+// with it, live there.
 //
 // The negative control: with PVDISK_TEST_FAULT=lying-flush a flush (and
 // so each journal barrier) completes without making anything durable, and
@@ -77,7 +79,8 @@ void MakeImage(const TempDir& dir, bool backing, bool extended_l2) {
 // check, and the disk read through a new mount, checked, and compared with
 // what qemu-img reads.
 Qcow2Cut OneCut(const TempDir& dir, bool backing, const std::string& keep,
-                uint64_t seed, bool extended_l2 = false) {
+                uint64_t seed, bool extended_l2 = false,
+                bool in_process = false) {
   Qcow2Cut cut;
   MakeImage(dir, backing, extended_l2);
   const std::string image = dir.Path("top.qcow2");
@@ -87,8 +90,10 @@ Qcow2Cut OneCut(const TempDir& dir, bool backing, const std::string& keep,
   {
     // A small cache: writes start write-outs of their own, so that the
     // journal's flushes and the cut also meet a write-out under way.
-    Mount mount(mnt, {"--disk", image + ",cache=volatile,cache_size=1M",
-                      "--queues", "2"});
+    std::vector<std::string> args = {
+        "--disk", image + ",cache=volatile,cache_size=1M", "--queues", "2"};
+    if (in_process) args.insert(args.end(), {"--backend", "process"});
+    Mount mount(mnt, args);
     EXPECT_TRUE(mount.ok()) << mount.mount_result().Describe();
     if (!mount.ok()) return cut;
     WriteAndCut(CutWorkload{mount.Path("top.qcow2"), mnt, kBlocks, keep, seed},
@@ -118,14 +123,15 @@ Qcow2Cut OneCut(const TempDir& dir, bool backing, const std::string& keep,
 }
 
 // (backing file, --keep, cuts when PVDISK_POWERCUT_CUTS is not set,
-// extended L2 entries)
-using Case = std::tuple<bool, std::string, int, bool>;
+// extended L2 entries, --backend process)
+using Case = std::tuple<bool, std::string, int, bool, bool>;
 
 class Qcow2PowercutTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Qcow2PowercutTest, EveryFsyncedBlockSurvivesAndQemuFindsNoCorruption) {
   PVDISK_REQUIRE_QEMU();
-  const auto& [backing, keep, fallback_cuts, extended_l2] = GetParam();
+  const auto& [backing, keep, fallback_cuts, extended_l2, in_process] =
+      GetParam();
   TempDir dir;
   dir.MakeDir("mnt");
   const int cuts = CutsPerCase(fallback_cuts);
@@ -133,7 +139,7 @@ TEST_P(Qcow2PowercutTest, EveryFsyncedBlockSurvivesAndQemuFindsNoCorruption) {
   int leaky = 0;
   for (int i = 0; i < cuts; ++i) {
     const uint64_t seed = 3000 + static_cast<uint64_t>(i);
-    Qcow2Cut cut = OneCut(dir, backing, keep, seed, extended_l2);
+    Qcow2Cut cut = OneCut(dir, backing, keep, seed, extended_l2, in_process);
     EXPECT_TRUE(cut.check_exit == 0 || cut.check_exit == 3)
         << "seed " << seed << ": qemu-img check exit " << cut.check_exit
         << " (0: clean, 3: leaks only)\n"
@@ -159,17 +165,21 @@ TEST_P(Qcow2PowercutTest, EveryFsyncedBlockSurvivesAndQemuFindsNoCorruption) {
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   return std::string(std::get<0>(info.param) ? "backing" : "empty") + "_" +
-         std::get<1>(info.param) + (std::get<3>(info.param) ? "_xl2" : "");
+         std::get<1>(info.param) + (std::get<3>(info.param) ? "_xl2" : "") +
+         (std::get<4>(info.param) ? "_process" : "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Cuts, Qcow2PowercutTest,
-                         ::testing::Values(Case(false, "random", 3, false),
-                                           Case(false, "none", 1, false),
-                                           Case(false, "all", 1, false),
-                                           Case(true, "random", 2, false),
-                                           Case(true, "none", 1, false),
-                                           Case(true, "random", 2, true)),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(
+    Cuts, Qcow2PowercutTest,
+    ::testing::Values(Case(false, "random", 3, false, false),
+                      Case(false, "none", 1, false, false),
+                      Case(false, "all", 1, false, false),
+                      Case(true, "random", 2, false, false),
+                      Case(true, "none", 1, false, false),
+                      Case(true, "random", 2, true, false),
+                      Case(false, "random", 2, false, true),
+                      Case(true, "all", 1, false, true)),
+    CaseName);
 
 // Metadata the cache holds at the cut. A flush commits the journal and
 // flushes the cache at once, so the cuts above rarely find metadata held;

@@ -157,6 +157,45 @@ TEST(WriteLogTest, SuperblockCountsEntriesAtFlushesAndMarks) {
   EXPECT_EQ(Le64(WholeFile(path), 16), 3u);
 }
 
+// --backend process: the daemon makes and publishes the log and hands it
+// off; the backend appends to the same open file (Adopt) and ends it. The
+// daemon's hand appends nothing, not even at its end, and the file is the
+// backend's entries and end mark.
+TEST(WriteLogTest, AHandedOffLogIsAppendedToByItsAdopter) {
+  TempDir dir;
+  const std::string path = dir.File("disk.log");
+  auto made = WriteLog::Create(path);
+  ASSERT_TRUE(made.ok()) << made.status();
+  (*made)->HandOff();
+  std::string data(4096, 'x');
+  iovec iov{data.data(), data.size()};
+  EXPECT_LT((*made)->AppendWrite(0, &iov, 1, 4096), 0);
+  auto adopted = WriteLog::Adopt(dup((*made)->fd()), path);
+  ASSERT_TRUE(adopted.ok()) << adopted.status();
+  ASSERT_TRUE((*made)->Publish().ok());
+  ASSERT_EQ((*adopted)->AppendWrite(8192, &iov, 1, 4096), 0);
+  ASSERT_EQ((*adopted)->AppendFlush(), 0);
+  EXPECT_EQ(Le64(WholeFile(path), 16), 2u);
+  // A second adopter of a log with entries is refused.
+  auto again = WriteLog::Adopt(dup((*made)->fd()), path);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE((*made)->Close().ok());
+  made->reset();  // the daemon's hand: no end mark
+  EXPECT_EQ(Le64(WholeFile(path), 16), 2u);
+  ASSERT_TRUE((*adopted)->Close().ok());
+  const std::string log = WholeFile(path);
+  EXPECT_EQ(Le64(log, 16), 3u);  // the write, the flush, the end mark
+  // 512-byte sectors; the kernel's flags: LOG_FLUSH_FLAG 1, LOG_MARK_FLAG 8.
+  const size_t write = 512;
+  EXPECT_EQ(HeaderAt(log, write).sector, 16u);
+  const size_t flush = write + 512 + 4096;
+  EXPECT_EQ(HeaderAt(log, flush).flags, 1u);
+  const size_t end = flush + 512;
+  EXPECT_EQ(HeaderAt(log, end).flags, 8u);
+  EXPECT_EQ(log.size(), end + 512);
+}
+
 TEST(WriteLogTest, MarkNamesAreChecked) {
   TempDir dir;
   auto log = CreatePublished(dir.File("disk.log"));

@@ -63,6 +63,36 @@ TEST(BackendSetupTest, TooManyImageFilesIsMalformed) {
   EXPECT_EQ(decoded.status().message(), "malformed setup packet from the peer");
 }
 
+// The files besides the image (the write log) are counted on their own.
+TEST(BackendSetupTest, OtherFilesRoundTripWithinTheirLimit) {
+  BackendSetup setup = SomeSetup(kMaxImageFiles);
+  setup.other_files = kMaxOtherFiles;
+  absl::StatusOr<BackendSetup> decoded = DecodeSetup(EncodeSetup(setup));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->other_files, kMaxOtherFiles);
+  EXPECT_LE(kMaxImageFiles + kMaxOtherFiles, kMaxPacketFds);
+  setup.other_files = kMaxOtherFiles + 1;
+  EXPECT_FALSE(DecodeSetup(EncodeSetup(setup)).ok());
+}
+
+// A control request and its answer keep their number, and an error its
+// code and message.
+TEST(BackendSetupTest, ControlMessagesRoundTrip) {
+  absl::StatusOr<ControlMessage> ok =
+      DecodeControl(EncodeControl({7, std::string("counts")}));
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->seq, 7u);
+  ASSERT_TRUE(ok->body.ok());
+  EXPECT_EQ(*ok->body, "counts");
+  absl::StatusOr<ControlMessage> error = DecodeControl(EncodeControl(
+      {8, absl::FailedPreconditionError("disk0.img lost its power already")}));
+  ASSERT_TRUE(error.ok()) << error.status();
+  EXPECT_EQ(error->seq, 8u);
+  EXPECT_EQ(error->body.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(error->body.status().message(), "disk0.img lost its power already");
+  EXPECT_FALSE(DecodeControl("short").ok());
+}
+
 // The image file sent with the setup arrives as a descriptor of the same
 // inode, even after its path was given to another file (and removed).
 TEST(BackendSetupTest, TheImageFileTravelsWithTheSetup) {

@@ -62,7 +62,7 @@ absl::StatusOr<HostedQueue> ReceiveQueue(int socket,
 // Receives the setup and the queues and starts serving them.
 absl::Status Serve(int socket, const EngineFactoryMaker& make_factory,
                    std::vector<HostedQueue>* hosted, BackendGroup* group,
-                   std::string* writer) {
+                   BackendEngines* served) {
   PVDISK_ASSIGN_OR_RETURN(Packet packet,
                           ReceivePacket(socket, kSetupTimeoutMs));
   // The image files, closed on every way out of here: the factory keeps
@@ -76,20 +76,23 @@ absl::Status Serve(int socket, const EngineFactoryMaker& make_factory,
   if (setup.log_target != LogTarget::kStderr) {
     SetLogTarget(setup.log_target, STDERR_FILENO);
   }
-  if (packet.fds.size() != setup.image_files) {
-    return absl::DataLossError(absl::StrCat(
-        "the setup packet carries ", packet.fds.size(),
-        " descriptors for an image of ", setup.image_files, " files"));
+  if (packet.fds.size() != setup.image_files + setup.other_files) {
+    return absl::DataLossError(
+        absl::StrCat("the setup packet carries ", packet.fds.size(),
+                     " descriptors for an image of ", setup.image_files,
+                     " files and ", setup.other_files, " other files"));
   }
+  const std::vector<int> image_fds(packet.fds.begin(),
+                                   packet.fds.begin() + setup.image_files);
+  const std::vector<int> other_fds(packet.fds.begin() + setup.image_files,
+                                   packet.fds.end());
   for (uint32_t q = 0; q < setup.queues; ++q) {
     PVDISK_ASSIGN_OR_RETURN(HostedQueue queue,
                             ReceiveQueue(socket, setup.queue));
     hosted->push_back(std::move(queue));
   }
-  PVDISK_ASSIGN_OR_RETURN(BackendEngines engines,
-                          make_factory(setup, packet.fds));
-  EngineFactory make_engine = std::move(engines.factory);
-  *writer = std::move(engines.writer);
+  PVDISK_ASSIGN_OR_RETURN(*served, make_factory(setup, image_fds, other_fds));
+  const EngineFactory& make_engine = served->factory;
   std::vector<BackendQueue> queues;
   std::vector<iovec> pools;
   for (HostedQueue& queue : *hosted) {
@@ -121,11 +124,13 @@ int RunBackendHost(int socket, const EngineFactoryMaker& make_factory) {
   // find pvdisk processes by that name); the threads doing the work are
   // "pvdisk-backend".
   prctl(PR_SET_NAME, "pvdisk");
+  // The engines' maker first: it outlives the loops that use it.
+  BackendEngines engines;
   std::vector<HostedQueue> hosted;
   BackendGroup group;
   BackendReady ready;
-  absl::Status served =
-      Serve(socket, make_factory, &hosted, &group, &ready.writer);
+  absl::Status served = Serve(socket, make_factory, &hosted, &group, &engines);
+  ready.writer = engines.writer;
   ready.ok = served.ok();
   if (!served.ok()) {
     ready.error = std::string(served.message());
@@ -141,15 +146,29 @@ int RunBackendHost(int socket, const EngineFactoryMaker& make_factory) {
     // The daemon is gone: nothing will come to the rings.
     return 0;
   }
-  // The daemon says nothing more; it closes the socket (or dies, which
-  // closes it too) when the backend is to stop.
+  // From here the daemon sends only control requests, and closes the
+  // socket (or dies, which closes it too) when the backend is to stop.
   for (;;) {
     absl::StatusOr<Packet> packet = ReceivePacket(socket, -1);
     if (!packet.ok()) break;
     CloseFds(*packet);
+    absl::StatusOr<ControlMessage> request = DecodeControl(packet->payload);
+    if (!request.ok()) break;  // not the daemon's: stop talking
+    ControlMessage answer;
+    answer.seq = request->seq;
+    if (!request->body.ok()) {
+      answer.body = request->body.status();
+    } else if (engines.control) {
+      answer.body = engines.control(*request->body);
+    } else {
+      answer.body = absl::UnimplementedError(
+          "this backend process takes no control request");
+    }
+    if (!SendPacket(socket, EncodeControl(answer), {}).ok()) break;
   }
   // Each loop answers what it took and leaves once its rings are empty.
   for (auto& loop : group.loops) loop->Stop();
+  if (engines.stopped) engines.stopped();
   FlushEventLog();
   return 0;
 }

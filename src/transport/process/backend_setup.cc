@@ -38,6 +38,7 @@ std::string EncodeSetup(const BackendSetup& setup) {
   out.PutU64(setup.fence_byte);
   out.PutU64(setup.image_files);
   out.PutU64(static_cast<uint64_t>(setup.log_target));
+  out.PutU64(setup.other_files);
   return out.data();
 }
 
@@ -48,7 +49,7 @@ absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
   std::string protocol;
   uint64_t sgl, coalesce_threshold, coalesce_us;
   uint64_t ring_size, max_segments, persistent, event_idx, read_only, queues,
-      threads, max_inflight, poll_us, image_files, log_target;
+      threads, max_inflight, poll_us, image_files, log_target, other_files;
   if (!in.GetString(&protocol) || !in.GetU64(&ring_size) ||
       !in.GetU64(&max_segments) || !in.GetU64(&persistent) ||
       !in.GetU64(&event_idx) || !in.GetU64(&sgl) ||
@@ -61,7 +62,8 @@ absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
       !in.GetU64(&max_inflight) || !in.GetU64(&poll_us) ||
       !in.GetString(&setup.engine_config) || !in.GetU64(&setup.fence_byte) ||
       !in.GetU64(&image_files) || !in.GetU64(&log_target) ||
-      log_target > static_cast<uint64_t>(LogTarget::kSyslog)) {
+      log_target > static_cast<uint64_t>(LogTarget::kSyslog) ||
+      !in.GetU64(&other_files)) {
     return Malformed("setup");
   }
   absl::StatusOr<const Protocol*> found = FindProtocol(protocol);
@@ -79,10 +81,11 @@ absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload) {
   setup.backend_threads = static_cast<uint32_t>(threads);
   setup.backend.engine_max_inflight = static_cast<uint32_t>(max_inflight);
   setup.backend.poll_us = static_cast<uint32_t>(poll_us);
-  if (image_files > kMaxImageFiles) {
+  if (image_files > kMaxImageFiles || other_files > kMaxOtherFiles) {
     return Malformed("setup");
   }
   setup.image_files = static_cast<uint32_t>(image_files);
+  setup.other_files = static_cast<uint32_t>(other_files);
   setup.log_target = static_cast<LogTarget>(log_target);
   if (setup.queues < 1 || setup.queues > kMaxQueues ||
       setup.backend_threads < 1 || setup.backend_threads > setup.queues) {
@@ -117,6 +120,33 @@ absl::StatusOr<BackendReady> DecodeReady(std::string_view payload) {
   ready.engine_depth = static_cast<uint32_t>(depth);
   ready.fixed_buffers = fixed != 0;
   return ready;
+}
+
+std::string EncodeControl(const ControlMessage& message) {
+  WireWriter out;
+  out.PutU64(message.seq);
+  out.PutU64(static_cast<uint64_t>(message.body.status().code()));
+  out.PutString(message.body.ok()
+                    ? *message.body
+                    : std::string(message.body.status().message()));
+  return out.data();
+}
+
+absl::StatusOr<ControlMessage> DecodeControl(std::string_view payload) {
+  WireReader in(payload);
+  ControlMessage message;
+  uint64_t code;
+  std::string text;
+  if (!in.GetU64(&message.seq) || !in.GetU64(&code) || !in.GetString(&text) ||
+      code > static_cast<uint64_t>(absl::StatusCode::kUnauthenticated)) {
+    return Malformed("control");
+  }
+  if (code == 0) {
+    message.body = std::move(text);
+  } else {
+    message.body = absl::Status(static_cast<absl::StatusCode>(code), text);
+  }
+  return message;
 }
 
 }  // namespace pvdisk::transport::process

@@ -42,6 +42,10 @@ struct BackendSetup {
   // image the backend opens itself (RBD): then there is no I/O fence here,
   // the image has its own (see image::Image::CheckServedElsewhere).
   uint32_t image_files = 0;
+  // How many descriptors follow the image files in the setup packet: files
+  // the disk writes besides its image, opened by the daemon (its write
+  // log, `--disk IMG,log=FILE`). The EngineFactoryMaker knows their order.
+  uint32_t other_files = 0;
   // Where the backend writes its log lines: the daemon's target; a log file
   // is the backend's stderr (the daemon's log descriptor, inherited).
   LogTarget log_target = LogTarget::kStderr;
@@ -57,7 +61,9 @@ enum QueueFd : size_t {
 };
 
 // Most image files one disk may have: all go in the setup packet.
-inline constexpr uint32_t kMaxImageFiles = kMaxPacketFds;
+inline constexpr uint32_t kMaxImageFiles = kMaxPacketFds - 1;
+// Most other files (BackendSetup::other_files) beside them.
+inline constexpr uint32_t kMaxOtherFiles = kMaxPacketFds - kMaxImageFiles;
 
 std::string EncodeSetup(const BackendSetup& setup);
 absl::StatusOr<BackendSetup> DecodeSetup(std::string_view payload);
@@ -78,5 +84,20 @@ struct BackendReady {
 
 std::string EncodeReady(const BackendReady& ready);
 absl::StatusOr<BackendReady> DecodeReady(std::string_view payload);
+
+// Once the backend serves, the daemon may send control requests, one
+// packet each, and the backend answers each with one packet: the
+// handler's answer (BackendEngines::control, backend_host.h) or its error,
+// status code and message kept (the daemon maps them to errnos). Each
+// answer carries its request's number, so that the answer of a request
+// the daemon stopped waiting for is never taken for a later one's. The
+// request's text is the handler's business.
+struct ControlMessage {
+  uint64_t seq = 0;
+  // A request's text, or an answer (its text when ok).
+  absl::StatusOr<std::string> body;
+};
+std::string EncodeControl(const ControlMessage& message);
+absl::StatusOr<ControlMessage> DecodeControl(std::string_view payload);
 
 }  // namespace pvdisk::transport::process

@@ -61,6 +61,11 @@ absl::StatusOr<std::unique_ptr<BackendSupervisor>> BackendSupervisor::Start(
         absl::StrCat("a backend process serves an image of 0 to ",
                      kMaxImageFiles, " files, not ", options.image_fds.size()));
   }
+  if (options.other_fds.size() > kMaxOtherFiles) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a backend process takes at most ", kMaxOtherFiles,
+        " files besides the image, not ", options.other_fds.size()));
+  }
   std::unique_ptr<BackendSupervisor> supervisor(
       new BackendSupervisor(transport, options));
   PVDISK_ASSIGN_OR_RETURN(supervisor->stop_, EventFd::Create());
@@ -143,12 +148,24 @@ void BackendSupervisor::Watch() {
     std::string how = Reap();
     SetState("restarting");
     // Nothing of the dead backend may still be in flight before its
-    // requests go to the ring again.
+    // requests go to the ring again (or, for a backend that is not
+    // restarted, before the disk says what it lost: the image is then what
+    // the dead backend left).
     absl::Status fenced = WaitForFenceOrStop();
     if (stopping_.load(std::memory_order_acquire)) return;
     if (!fenced.ok()) {
       GiveUp(absl::StrCat("its backend process ", how, ", and ",
                           fenced.message()));
+      break;
+    }
+    if (!options_.lost_on_death.empty()) {
+      // What the backend held died with it: replaying its unanswered
+      // requests to a new backend would serve on as if the completed,
+      // unflushed writes it held had never been (see the header).
+      GiveUp(absl::StrCat("its backend process ", how, ", and ",
+                          options_.lost_on_death,
+                          " with it: the disk lost its power (not restarted; "
+                          "unmount and mount again to reboot it)"));
       break;
     }
     if (!MayRestart()) {
@@ -263,9 +280,12 @@ absl::Status BackendSupervisor::Attach() {
   setup.engine_config = options_.engine_config;
   setup.fence_byte = fence_byte_;
   setup.image_files = static_cast<uint32_t>(options_.image_fds.size());
+  setup.other_files = static_cast<uint32_t>(options_.other_fds.size());
   setup.log_target = InheritedLogTarget();
-  PVDISK_RETURN_IF_ERROR(
-      SendPacket(socket_, EncodeSetup(setup), options_.image_fds));
+  std::vector<int> files = options_.image_fds;
+  files.insert(files.end(), options_.other_fds.begin(),
+               options_.other_fds.end());
+  PVDISK_RETURN_IF_ERROR(SendPacket(socket_, EncodeSetup(setup), files));
   for (size_t q = 0; q < transport_->queue_count(); ++q) {
     Queue& queue = transport_->queue(q);
     std::vector<int> fds(kQueueFdCount);
@@ -291,8 +311,11 @@ absl::Status BackendSupervisor::Attach() {
   CloseFds(*answer);
   PVDISK_ASSIGN_OR_RETURN(BackendReady ready, DecodeReady(answer->payload));
   if (!ready.ok) return absl::FailedPreconditionError(ready.error);
+  const int control = fcntl(socket_, F_DUPFD_CLOEXEC, 0);
+  if (control < 0) return ErrnoError(errno, "dup of the backend's socket");
   std::lock_guard<std::mutex> lock(mu_);
   ready_ = ready;
+  control_fd_ = control;
   return absl::OkStatus();
 }
 
@@ -307,7 +330,62 @@ bool BackendSupervisor::WaitForDeathOrStop() {
   }
 }
 
+void BackendSupervisor::CloseControl() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (control_fd_ >= 0) close(control_fd_);
+  control_fd_ = -1;
+}
+
+absl::StatusOr<std::string> BackendSupervisor::Control(
+    std::string_view request, std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> one_at_a_time(control_mu_);
+  int fd;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (control_fd_ < 0) {
+      return absl::UnavailableError(
+          absl::StrCat("the backend process of ", options_.label, " is ",
+                       state_ == "running" ? "stopping" : state_));
+    }
+    // A duplicate of our own: the watcher may close control_fd_ meanwhile.
+    fd = fcntl(control_fd_, F_DUPFD_CLOEXEC, 0);
+  }
+  if (fd < 0) return ErrnoError(errno, "dup of the backend's socket");
+  struct Closed {
+    int fd;
+    ~Closed() { close(fd); }
+  } closed{fd};
+  const uint64_t seq = ++control_seq_;
+  if (!SendPacket(fd, EncodeControl({seq, std::string(request)}), {}).ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the backend process of ", options_.label, " is gone (", state(), ")"));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    absl::StatusOr<Packet> packet =
+        ReceivePacket(fd, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (!packet.ok()) {
+      if (absl::IsDeadlineExceeded(packet.status())) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("the backend process of ", options_.label,
+                         " did not answer within ", timeout.count(), " ms"));
+      }
+      return absl::UnavailableError(
+          absl::StrCat("the backend process of ", options_.label,
+                       " died before it answered (", state(), ")"));
+    }
+    CloseFds(*packet);
+    PVDISK_ASSIGN_OR_RETURN(ControlMessage answer,
+                            DecodeControl(packet->payload));
+    // An older request's late answer: not ours.
+    if (answer.seq == seq) return answer.body;
+  }
+}
+
 std::string BackendSupervisor::Reap() {
+  CloseControl();
   pid_t pid = pid_.load(std::memory_order_relaxed);
   int status = 0;
   std::string how = "ended";
@@ -331,6 +409,8 @@ std::string BackendSupervisor::Reap() {
 void BackendSupervisor::EndBackend() {
   const pid_t pid = pid_.load(std::memory_order_relaxed);
   if (pid < 0) return;
+  // The backend stops when every open of the daemon's end is closed.
+  CloseControl();
   // A closed socket tells the backend to stop once its rings are idle.
   close(socket_);
   socket_ = -1;

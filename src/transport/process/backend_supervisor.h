@@ -17,6 +17,15 @@
 // not restarted again: the disk's pending and later requests fail with EIO,
 // stderr says so and the stats header shows backend_state=failed.
 //
+// A backend that holds what dies with it (BackendProcessOptions::
+// lost_on_death: a volatile write cache, a write log's tail) is never
+// restarted: its first death fails the disk the same way, once the dead
+// backend's I/O is fenced (its write-out under way has landed or never
+// will), with one line saying what was lost.
+//
+// Control requests (Control()) go over the same socket once a backend
+// serves, one at a time; without a running backend they fail at once.
+//
 // Shutdown: Stop() once the transport has drained; Abandon() when it did
 // not within --shutdown-timeout (the backend is killed at once). A restart
 // under way (the fence wait, a new backend's setup) ends on either.
@@ -37,6 +46,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -78,6 +88,15 @@ struct BackendProcessOptions {
   std::function<absl::Status(const std::string& writer)> fence_dead_writer;
   // Passed to the backend's EngineFactoryMaker (BackendSetup::engine_config).
   std::string engine_config;
+  // The other files of the disk (BackendSetup::other_files: its write
+  // log), the daemon's opens, sent after the image's; they must outlive
+  // the supervisor.
+  std::vector<int> other_fds;
+  // Empty: a dead backend is restarted (its unanswered requests are sent
+  // again). Else what the backend held that died with it ("its volatile
+  // write cache"): a death is final for the disk (see above), and the log
+  // line names this.
+  std::string lost_on_death;
   // Whether the backend writes its messages to the daemon's stderr. A
   // daemon that detaches from its terminal once mounted must not leave that
   // terminal (or the pipe of whoever ran `pvdisk mount`) open in its
@@ -111,6 +130,15 @@ class BackendSupervisor {
   // Idempotent; Stop() afterwards does nothing.
   pid_t Abandon();
 
+  // Sends `request` to the running backend (its BackendEngines::control)
+  // and returns its answer. Any thread; one request at a time. Unavailable
+  // (naming the disk and the backend's state) when no backend serves (it
+  // is starting, restarting, dead for good or stopped) or when it dies
+  // before answering; DeadlineExceeded when it does not answer within
+  // `timeout` (a stopped or hung backend): never waits longer.
+  absl::StatusOr<std::string> Control(std::string_view request,
+                                      std::chrono::milliseconds timeout);
+
   // For the stats header. Any thread.
   pid_t backend_pid() const { return pid_.load(std::memory_order_relaxed); }
   // "running", "restarting" or "failed".
@@ -133,6 +161,8 @@ class BackendSupervisor {
   absl::Status Attach();
   // Waits for the backend to die or for Stop(); true if Stop() was asked.
   bool WaitForDeathOrStop();
+  // Closes control_fd_: Control() fails from now on.
+  void CloseControl();
   // Reaps the backend; returns how it ended, for the log.
   std::string Reap();
   // Closes the socket, gives the backend time to stop cleanly (none when
@@ -168,7 +198,14 @@ class BackendSupervisor {
   int socket_ = -1;
   std::deque<std::chrono::steady_clock::time_point> deaths_;
 
+  // One control request at a time (Control()); taken before mu_.
+  std::mutex control_mu_;
   mutable std::mutex mu_;
+  // A duplicate of socket_ while a backend serves, for Control(); -1
+  // otherwise. Guarded by mu_: set once a backend is ready, closed when it
+  // is reaped or ended.
+  int control_fd_ = -1;
+  uint64_t control_seq_ = 0;  // the last request's; guarded by control_mu_
   // Guarded by mu_.
   std::string state_ = "starting";
   BackendReady ready_;
