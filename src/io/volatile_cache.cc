@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
 #include "base/thread.h"
+#include "io/huge_buffer_arena.h"
 
 namespace pvdisk::io {
 namespace {
@@ -35,67 +36,57 @@ void CopyIntoIov(const uint8_t* from, uint64_t length, uint64_t skip,
 
 }  // namespace
 
+// The held data's buffers: blocks of a huge-page arena (huge_buffer_arena.h)
+// of twice the cache's bound plus a huge page, which holds every write
+// the bound lets the cache hold (each rounded up to a power of two); a
+// buffer the arena has no block for (a write over 2 MiB, or an arena too
+// fragmented) is an ordinary allocation, counted.
 class VolatileCache::Pool {
  public:
-  explicit Pool(uint64_t max_bytes) : max_bytes_(max_bytes) {}
-  ~Pool() {
-    for (auto& [size_class, buffers] : free_) {
-      for (uint8_t* buffer : buffers) std::free(buffer);
-    }
-  }
+  explicit Pool(uint64_t limit_bytes)
+      : arena_(2 * limit_bytes + HugeBufferArena::kHugePage) {}
 
   static uint64_t ClassOf(uint64_t size) {
-    uint64_t size_class = kDataAlign;
-    while (size_class < size) size_class <<= 1;
-    return size_class;
+    return HugeBufferArena::BlockFor(size);
   }
 
   uint8_t* Take(uint64_t size_class) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.find(size_class);
-      if (it != free_.end() && !it->second.empty()) {
-        uint8_t* buffer = it->second.back();
-        it->second.pop_back();
-        pooled_ -= size_class;
-        return buffer;
-      }
+    if (uint8_t* block = arena_.Take(size_class); block != nullptr) {
+      return block;
     }
-    return static_cast<uint8_t*>(std::aligned_alloc(kDataAlign, size_class));
+    auto* buffer =
+        static_cast<uint8_t*>(std::aligned_alloc(kDataAlign, size_class));
+    if (buffer != nullptr) {
+      outside_bytes_.fetch_add(size_class, std::memory_order_relaxed);
+      outside_takes_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return buffer;
   }
 
-  // Keeps `buffer` if there is room, making room by dropping buffers of
-  // other sizes: the pool follows the sizes the writes have now (after 4
-  // KiB random writes filled it, 1 MiB writes would otherwise never find a
-  // buffer of theirs and pay the page faults of a fresh one each).
   void Give(uint8_t* buffer, uint64_t size_class) {
-    std::vector<uint8_t*> dropped;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto it = free_.begin();
-           pooled_ + size_class > max_bytes_ && it != free_.end(); ++it) {
-        if (it->first == size_class) continue;
-        while (!it->second.empty() && pooled_ + size_class > max_bytes_) {
-          dropped.push_back(it->second.back());
-          it->second.pop_back();
-          pooled_ -= it->first;
-        }
-      }
-      if (pooled_ + size_class <= max_bytes_) {
-        free_[size_class].push_back(buffer);
-        pooled_ += size_class;
-        buffer = nullptr;
-      }
+    if (arena_.Owns(buffer)) {
+      arena_.Give(buffer, size_class);
+      return;
     }
-    for (uint8_t* other : dropped) std::free(other);
+    outside_bytes_.fetch_sub(size_class, std::memory_order_relaxed);
     std::free(buffer);
   }
 
+  VolatileCacheMemory memory() const {
+    VolatileCacheMemory memory;
+    memory.arena_bytes = arena_.capacity();
+    memory.arena_huge = arena_.advised_huge();
+    memory.touched_bytes = arena_.touched_bytes();
+    memory.used_bytes = arena_.used_bytes();
+    memory.outside_bytes = outside_bytes_.load(std::memory_order_relaxed);
+    memory.outside_takes = outside_takes_.load(std::memory_order_relaxed);
+    return memory;
+  }
+
  private:
-  const uint64_t max_bytes_;
-  std::mutex mu_;
-  std::map<uint64_t, std::vector<uint8_t*>> free_;  // guarded by mu_
-  uint64_t pooled_ = 0;                             // guarded by mu_
+  HugeBufferArena arena_;
+  std::atomic<uint64_t> outside_bytes_{0};
+  std::atomic<uint64_t> outside_takes_{0};
 };
 
 VolatileCache::Data::Data(std::shared_ptr<Pool> from, uint64_t size)
@@ -298,6 +289,8 @@ VolatileCacheCounts VolatileCache::counts() const {
   counts.full_waits = full_waits_.load(std::memory_order_relaxed);
   return counts;
 }
+
+VolatileCacheMemory VolatileCache::memory() const { return pool_->memory(); }
 
 void VolatileCache::ResetCounts() {
   flushes_.store(0, std::memory_order_relaxed);

@@ -92,13 +92,23 @@ struct VolatileCacheCounts {
   uint64_t full_waits = 0;        // writes that waited for a write-out
 };
 
+// What the held data's buffers take (io/huge_buffer_arena.h).
+struct VolatileCacheMemory {
+  uint64_t arena_bytes = 0;    // the arena's address space
+  bool arena_huge = false;     // advised into transparent huge pages
+  uint64_t touched_bytes = 0;  // of it, the pages ever used: resident
+  uint64_t used_bytes = 0;     // of it, the blocks holding data now
+  uint64_t outside_bytes = 0;  // buffers outside the arena now
+  uint64_t outside_takes = 0;  // buffers ever taken outside it
+};
+
 class VolatileCache {
  public:
-  // Recycled buffers of held data, by size class (powers of two from 4
-  // KiB): a fresh buffer per write would cost a page fault per page of it
-  // (glibc maps large allocations anew each time). Keeps at most as many
-  // bytes as the cache holds, so a cache uses at most about four times
-  // cache_size= (held data rounded up to its class, and as much pooled).
+  // The held data's buffers, by size class (powers of two from 4 KiB):
+  // blocks of an arena in 2 MiB huge pages of twice cache_size= (plus one
+  // page), reused from write to write; what the arena cannot hold (a
+  // write over 2 MiB, or no block free) is allocated apart and counted.
+  // So a cache's buffers take about twice cache_size= of memory.
   class Pool;
 
   // Held data of one write: `size` bytes at a 4096-aligned address, so that
@@ -171,6 +181,7 @@ class VolatileCache {
   absl::Status WriteOutAll();
 
   VolatileCacheCounts counts() const;
+  VolatileCacheMemory memory() const;
   // Zeroes the counts and restarts unsafe_bytes_max (stats reset).
   void ResetCounts();
   uint64_t limit_bytes() const { return limit_bytes_; }

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/smaps.h"
 #include "gtest/gtest.h"
 
 namespace pvdisk::io {
@@ -249,6 +250,63 @@ TEST_F(VolatileCacheTest, WriteOutsOverODirectMatchAModel) {
     ASSERT_TRUE(cache.WriteOutAll().ok());
   }
   EXPECT_TRUE(FileBytes(0, kSize) == model);
+  close(direct_fd);
+}
+
+// 1 MiB writes, as a sequential writer makes them, held in the arena's
+// huge pages (where the system has them), over the image open with
+// O_DIRECT: full write-outs and a flush put them in the file, and a power
+// cut with a random keep leaves each later write whole or not at all.
+TEST_F(VolatileCacheTest, HugePageBuffersKeepWholeWritesAcrossACut) {
+  constexpr uint64_t kMiB = 1 << 20;
+  constexpr uint64_t kWrites = 19;
+  ASSERT_EQ(ftruncate(fd_, kWrites * kMiB), 0);
+  const int direct_fd = open(path_.c_str(), O_RDWR | O_CLOEXEC | O_DIRECT);
+  ASSERT_GE(direct_fd, 0);
+  VolatileCache cache(direct_fd, path_, 16 * kMiB, false);
+  auto fill = [](uint64_t i) { return static_cast<char>('A' + i); };
+  // The first 12 go through full write-outs (from 8 MiB held), then a
+  // flush; the last 7 stay held.
+  for (uint64_t i = 0; i < 12; ++i) {
+    ASSERT_EQ(Write(cache, i * kMiB, kMiB, fill(i)), 0);
+  }
+  EXPECT_GT(cache.counts().full_flushes, 0u);
+  ASSERT_EQ(cache.Flush(), 0);
+  for (uint64_t i = 12; i < kWrites; ++i) {
+    ASSERT_EQ(Write(cache, i * kMiB, kMiB, fill(i)), 0);
+  }
+  // Held ones come from the arena, and are huge where THP is on.
+  VolatileCache::Overlay overlay;
+  cache.OverlayFor((kWrites - 1) * kMiB, kMiB, &overlay);
+  ASSERT_EQ(overlay.size(), 1u);
+  const VolatileCacheMemory memory = cache.memory();
+  EXPECT_EQ(memory.outside_takes, 0u);
+  EXPECT_GT(memory.used_bytes, 0u);
+  EXPECT_LE(memory.touched_bytes, memory.arena_bytes);
+  EXPECT_EQ(memory.used_bytes, 7 * kMiB);
+  EXPECT_LE(memory.arena_bytes, 2 * 16 * kMiB + 2 * kMiB);
+  if (memory.arena_huge) {
+    EXPECT_GE(pvdisk::testing::SmapsField(overlay[0].data, "AnonHugePages"),
+              2048);
+  }
+  overlay.clear();
+  absl::StatusOr<PowerCutResult> cut = cache.PowerCut(PowerKeep::kRandom, 11);
+  ASSERT_TRUE(cut.ok()) << cut.status();
+  EXPECT_GT(cut->kept_writes, 0u);
+  EXPECT_GT(cut->dropped_writes, 0u);
+  uint64_t kept = 0;
+  for (uint64_t i = 0; i < kWrites; ++i) {
+    const std::string bytes = FileBytes(i * kMiB, kMiB);
+    const bool whole_new = bytes == std::string(kMiB, fill(i));
+    if (i < 12) {
+      EXPECT_TRUE(whole_new) << "flushed write " << i << " lost";
+      continue;
+    }
+    EXPECT_TRUE(whole_new || bytes == std::string(kMiB, '\0')) << i;
+    kept += whole_new;
+  }
+  EXPECT_EQ(kept, cut->kept_writes);
+  EXPECT_EQ(cut->kept_writes + cut->dropped_writes, 7u);
   close(direct_fd);
 }
 
