@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "io/arrival_poll.h"
 #include "io/deadline.h"
 #include "io/engine_decorator.h"
 #include "io/ring_timer.h"
@@ -38,9 +37,6 @@ constexpr int64_t kMarginSlackNs = 10 * kNanosPerMicro;
 // that a kick or an inner completion waits no longer than that: a look is
 // a system call, the spin between looks only reads the clock.
 constexpr int64_t kSpinLookNs = 20 * kNanosPerMicro;
-// While it spins for the next arrival (io/arrival_poll.h), more often: the
-// kick is what the spin waits for.
-constexpr int64_t kArrivalLookNs = 5 * kNanosPerMicro;
 
 // Completions due close together are released together, at the latest
 // due time among them: a batch is every held completion due within the
@@ -77,25 +73,16 @@ class DelayEngine final : public EngineDecorator {
     if (free_.empty()) return -EBUSY;  // more than `depth` in flight
     // Due from before the inner engine sees it: the sync engine does its
     // I/O inside Queue(), and the delay is a floor, not an addition.
-    const int64_t now = MonotonicNowNs();
     const int64_t due_ns =
-        now + (request.op == IoOp::kWrite ? write_delay_ns_ : delay_ns_);
+        MonotonicNowNs() +
+        (request.op == IoOp::kWrite ? write_delay_ns_ : delay_ns_);
     const uint32_t index = free_.back();
     IoRequest forwarded = request;
     forwarded.tag = index;
     if (int rc = inner().Queue(forwarded); rc < 0) return rc;
     free_.pop_back();
     pending_[index] = Pending{request.tag, next_sequence_++, due_ns};
-    arrivals_.Arrived(now);
     return 0;
-  }
-
-  uint32_t ArrivalPollUs() override {
-    const int64_t now = MonotonicNowNs();
-    const int64_t until = arrivals_.SpinUntilNs(now, inflight() > 0);
-    if (until == 0) return 0;
-    return static_cast<uint32_t>((until - now + kNanosPerMicro - 1) /
-                                 kNanosPerMicro);
   }
 
   absl::Status WatchWakeFd(int fd, uint64_t tag) override {
@@ -119,14 +106,8 @@ class DelayEngine final : public EngineDecorator {
       const int64_t wake = release == kNoDeadline
                                ? deadline_ns
                                : std::min(deadline_ns, release - margin_ns_);
-      bool sleep = wake > now && (wake != kNoDeadline || CanComplete());
-      if (const int64_t poll = arrivals_.SpinUntilNs(now, inflight() > 0);
-          sleep && appended == 0 && poll > now) {
-        // Just after a release: the next request is on its way (its kick
-        // ends the inner engine's look); spin for it rather than sleep.
-        sleep = false;
-        SpinUntil(std::min({wake, poll, now + kArrivalLookNs}));
-      } else if (!sleep && appended == 0 && release != kNoDeadline) {
+      const bool sleep = wake > now && (wake != kNoDeadline || CanComplete());
+      if (!sleep && appended == 0 && release != kNoDeadline) {
         // Within the margin of a release: spin towards it, looking at the
         // inner engine now and then.
         SpinUntil(std::min({deadline_ns, release, now + kSpinLookNs}));
@@ -312,7 +293,6 @@ class DelayEngine final : public EngineDecorator {
     for (const Held& held : released_) {
       out.push_back(IoCompletion{held.tag, held.result, false});
     }
-    if (!released_.empty()) arrivals_.Released(now_ns);
     return static_cast<int>(released_.size());
   }
 
@@ -340,7 +320,6 @@ class DelayEngine final : public EngineDecorator {
   int64_t lateness_ns_ = 0;                // how late sleeps end, tracked high
   int64_t margin_ns_ = kInitialMarginNs;
   std::vector<IoCompletion> reaped_;  // the inner engine's, per Run()
-  ArrivalPoll arrivals_;              // the spin for the next request
 };
 
 }  // namespace

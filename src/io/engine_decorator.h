@@ -51,7 +51,6 @@ class EngineDecorator : public IoEngine {
   bool TakeFormatCounts(FormatCounts& out) override {
     return inner_->TakeFormatCounts(out);
   }
-  uint32_t ArrivalPollUs() override { return inner_->ArrivalPollUs(); }
 
  protected:
   IoEngine& inner() { return *inner_; }

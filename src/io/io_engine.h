@@ -152,13 +152,6 @@ class IoEngine {
     (void)out;
     return false;
   }
-
-  // How long, in us from now, the thread that receives this engine's new
-  // requests and sleeps on its own ring (the inline placement) should spin
-  // for the next one before it sleeps; 0: sleep at once (the default). A
-  // latency model that holds completions asks for a short spin after a
-  // release, when its callers' next requests are due (io/arrival_poll.h).
-  virtual uint32_t ArrivalPollUs() { return 0; }
 };
 
 }  // namespace pvdisk::io

@@ -1,6 +1,5 @@
 #include "transport/backend_loop.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -501,13 +500,7 @@ uint32_t BackendLoop::DrivenPollUs() const {
   // run while the driver spins there. (Measured: spinning for the next
   // request too gained nothing at rr4k_qd1, 2026-12-02.)
   if (!driven_ || engine_ == nullptr || engine_->inflight() == 0) return 0;
-  // Or for the next request, while a latency model holds completions and
-  // its callers' next requests are due (IoEngine::ArrivalPollUs). The
-  // thread is then off its callers' CPU (queue_affinity.h: they come
-  // several at once). --poll-us 0 turns both off.
-  if (options_.poll_us == 0) return 0;
-  return std::max(ShouldPoll() ? options_.poll_us : 0,
-                  engine_->ArrivalPollUs());
+  return ShouldPoll() ? options_.poll_us : 0;
 }
 
 void BackendLoop::CountPollHit() {

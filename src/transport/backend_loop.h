@@ -141,11 +141,8 @@ class BackendLoop {
   }
   // For a driven loop's driver about to sleep: how long it may spin for
   // this loop's I/O completions instead, in us. poll_us while I/O is in
-  // flight and requests come one at a time (as ShouldPoll), or the spin
-  // for the next request a latency model asks for while it holds
-  // completions (IoEngine::ArrivalPollUs), whichever is longer; 0 with
-  // poll_us 0. The driver spins, not the loop: it owns the ring the
-  // completions arrive on.
+  // flight and requests come one at a time (as ShouldPoll), else 0. The
+  // driver spins, not the loop: it owns the ring the completions arrive on.
   uint32_t DrivenPollUs() const;
   // The driver's spin found work before it slept (counted in polls_hit).
   void CountPollHit();

@@ -21,7 +21,6 @@
 
 #include "engine_test_util.h"
 #include "gtest/gtest.h"
-#include "io/arrival_poll.h"
 #include "io/deadline.h"
 #include "io/engine_factory.h"
 #include "io/io_engine.h"
@@ -321,57 +320,6 @@ TEST_P(DelayEngineTest, RunUntilEndsAtItsDeadlineWithoutReleasingEarly) {
   EXPECT_EQ(engine_->inflight(), 0u);
 }
 
-// CPU time this thread has used.
-microseconds ThreadCpuTime() {
-  timespec now;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return microseconds(int64_t{now.tv_sec} * 1'000'000 + now.tv_nsec / 1000);
-}
-
-TEST_P(DelayEngineTest, SpinsForTheNextRequestOnlyAfterAReleaseWhileHolding) {
-  MakeEngine({kReadDelayUs, kReadDelayUs});
-  if (engine_ == nullptr) return;
-  // Nothing released yet: no spin.
-  EXPECT_EQ(engine_->ArrivalPollUs(), 0u);
-  AlignedBuffer data(1024);
-  std::vector<iovec> iov_a = {{data.data(), 512}};
-  std::vector<iovec> iov_b = {{data.data() + 512, 512}};
-  // A, then B 10 ms later: once A is back, B is still held, and the thread
-  // that receives requests is asked to spin briefly (A's submitter's next
-  // request is due). Right after the release the window (~50 us) is open
-  // unless this thread lost its CPU in between: tried a few times.
-  int asked = 0;
-  for (int attempt = 0; attempt < 5 && asked == 0; ++attempt) {
-    ASSERT_EQ(engine_->Queue(Rw(IoOp::kRead, 0, iov_a, 1)), 0);
-    usleep(10'000);
-    ASSERT_EQ(engine_->Queue(Rw(IoOp::kRead, 512, iov_b, 2)), 0);
-    std::vector<IoCompletion> out;
-    while (out.empty()) {
-      ASSERT_GE(engine_->Run(/*wait=*/true, out), 0);
-    }
-    const uint32_t spin_us = engine_->ArrivalPollUs();
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_EQ(out[0].tag, 1u);
-    EXPECT_LE(spin_us, ArrivalPoll::kMaxWindowNs / 1000);
-    if (spin_us > 0) ++asked;
-    // B back too: nothing held, never a spin (an idle mount stays idle).
-    out.clear();
-    while (out.empty()) {
-      ASSERT_GE(engine_->Run(/*wait=*/true, out), 0);
-    }
-    EXPECT_EQ(out[0].tag, 2u);
-    EXPECT_EQ(engine_->inflight(), 0u);
-    EXPECT_EQ(engine_->ArrivalPollUs(), 0u);
-  }
-  EXPECT_GT(asked, 0) << "no spin was asked for right after a release";
-  // And a backend's sleep with nothing held right after a release is a
-  // sleep, not a spin: 20 ms of waiting costs little CPU.
-  std::vector<IoCompletion> out;
-  const microseconds cpu_before = ThreadCpuTime();
-  EXPECT_EQ(engine_->RunUntil(MonotonicNowNs() + 20'000'000, out), 0);
-  EXPECT_LT(ThreadCpuTime() - cpu_before, microseconds(5'000));
-}
-
 INSTANTIATE_TEST_SUITE_P(AllEngines, DelayEngineTest,
                          ::testing::Values(EngineKind::kUring,
                                            EngineKind::kSync,
@@ -383,6 +331,13 @@ INSTANTIATE_TEST_SUITE_P(AllEngines, DelayEngineTest,
 // completion it returns it without waiting for the deadline.
 class RunUntilTest : public EngineFixture,
                      public ::testing::TestWithParam<EngineKind> {};
+
+// CPU time this thread has used.
+microseconds ThreadCpuTime() {
+  timespec now;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return microseconds(int64_t{now.tv_sec} * 1'000'000 + now.tv_nsec / 1000);
+}
 
 TEST_P(RunUntilTest, SleepsUntilTheDeadlineOrReturnsWhatCompleted) {
   EngineOptions options;
