@@ -89,6 +89,12 @@ absl::StatusOr<FuseChannelRequest> FuseChannelFromFlags(
   return request;
 }
 
+uint32_t DefaultFuseQueueDepth(bool delayed, uint32_t ring_size) {
+  if (!delayed) return channel::kDefaultUringQueueDepth;
+  return std::clamp(ring_size, channel::kDefaultUringQueueDepth,
+                    channel::kMaxUringQueueDepth);
+}
+
 absl::Status CheckFuseSpread(const FuseChannelOptions& options,
                              const FuseChannelFlags& given,
                              transport::Placement placement) {

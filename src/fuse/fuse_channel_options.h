@@ -54,6 +54,16 @@ struct FuseChannelRequest {
 absl::StatusOr<FuseChannelRequest> FuseChannelFromFlags(const FlagValues& flags,
                                                         bool payloads_in_place);
 
+// The FUSE uring queue depth when --fuse-queue-depth is not given: the
+// default (channel::kDefaultUringQueueDepth), or, when a disk models a
+// device latency (`delayed`: --disk ...,delay=), enough entries for its
+// ring's `ring_size` slots, up to channel::kMaxUringQueueDepth. A model
+// holds requests inside pvdisk for its whole delay, and a reader on one
+// CPU reaches one FUSE queue: with fewer entries than the ring has slots,
+// FUSE's queue, not the ring or an engine cap, bounds what is in flight.
+// Entries cost address space, not memory (channel_options.h).
+uint32_t DefaultFuseQueueDepth(bool delayed, uint32_t ring_size);
+
 // Once the placement is decided: --fuse-spread on (given) needs the inline
 // placement on the uring channel (`options.fuse_io` resolved), where the
 // queue threads carry the I/O themselves.

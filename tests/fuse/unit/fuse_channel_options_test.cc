@@ -177,6 +177,19 @@ TEST(FuseChannelFromFlagsTest, HugeEntriesDefaultToNoMoreThanTheDepth) {
   EXPECT_TRUE(read->given.queue_depth);
 }
 
+TEST(DefaultFuseQueueDepthTest, FollowsTheRingOnlyUnderADelayModel) {
+  // No delay: the default whatever the ring.
+  EXPECT_EQ(DefaultFuseQueueDepth(false, 1024),
+            channel::kDefaultUringQueueDepth);
+  EXPECT_EQ(DefaultFuseQueueDepth(false, 8), channel::kDefaultUringQueueDepth);
+  // A delay: the ring's slots, never fewer than the default, never more
+  // than the most a queue may have.
+  EXPECT_EQ(DefaultFuseQueueDepth(true, 1024), 1024u);
+  EXPECT_EQ(DefaultFuseQueueDepth(true, 256), 256u);
+  EXPECT_EQ(DefaultFuseQueueDepth(true, 8), channel::kDefaultUringQueueDepth);
+  EXPECT_EQ(DefaultFuseQueueDepth(true, 4096), channel::kMaxUringQueueDepth);
+}
+
 TEST(FuseChannelFromFlagsTest, WordsAreRefusedOutsideTheirSet) {
   EXPECT_EQ(FlagErrorOf({{"fuse-io", "fast"}}),
             "--fuse-io 'fast' is not allowed: use auto, uring or classic");
