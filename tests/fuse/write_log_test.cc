@@ -45,6 +45,21 @@ std::string MissingTools() {
   return "";
 }
 
+// A 4 MiB image in `dir`, a copy of it as it was before any write (`base`,
+// what a replay starts from), and the path for its log. All empty if the
+// copy failed (and the test has failed).
+struct ImageAndLog {
+  std::string image, base, log;
+};
+ImageAndLog LoggedImage(const TempDir& dir) {
+  ImageAndLog paths{dir.path() + "/disk0.img", dir.path() + "/base.img",
+                    dir.path() + "/disk0.log"};
+  CreateImage(paths.image, 4 * kMiB);
+  const int copied = RunCommand({"cp", paths.image, paths.base}).exit_code;
+  EXPECT_EQ(copied, 0);
+  return copied == 0 ? paths : ImageAndLog{};
+}
+
 // An ext4 file system mounted at `dir` through an auto-cleared loop device
 // over `file`; unmounted (and the loop device freed) on destruction.
 class LoopMount {
@@ -210,11 +225,8 @@ class WriteLogBesideACacheTest : public ::testing::TestWithParam<std::string> {
 TEST_P(WriteLogBesideACacheTest, WorksBesideAVolatileCache) {
   PVDISK_REQUIRE_FUSE();
   TempDir dir;
-  const std::string image = dir.path() + "/disk0.img";
-  const std::string base = dir.path() + "/base.img";
-  const std::string log = dir.path() + "/disk0.log";
-  CreateImage(image, 4 * kMiB);
-  ASSERT_EQ(RunCommand({"cp", image, base}).exit_code, 0);
+  const auto [image, base, log] = LoggedImage(dir);
+  ASSERT_FALSE(image.empty());
   const std::string data = PatternBytes(7, 256 * 1024);
   {
     Mount mount(dir.MakeDir("mnt"),
@@ -271,11 +283,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, WriteLogBesideACacheTest,
 TEST(WriteLogMountTest, ABackendDeathEndsTheLogAtItsLastFlush) {
   PVDISK_REQUIRE_FUSE();
   TempDir dir;
-  const std::string image = dir.path() + "/disk0.img";
-  const std::string base = dir.path() + "/base.img";
-  const std::string log = dir.path() + "/disk0.log";
-  CreateImage(image, 4 * kMiB);
-  ASSERT_EQ(RunCommand({"cp", image, base}).exit_code, 0);
+  const auto [image, base, log] = LoggedImage(dir);
+  ASSERT_FALSE(image.empty());
   const std::string one = PatternBytes(1, 128 * 1024);
   const std::string two = PatternBytes(2, 128 * 1024);
   const std::string three = PatternBytes(3, 128 * 1024);
@@ -346,11 +355,8 @@ TEST(WriteLogMountTest, QemuAppendsToThePvdiskLogAndReplayReadsIt) {
     GTEST_SKIP() << "qemu-io not found";
   }
   TempDir dir;
-  const std::string image = dir.path() + "/disk0.img";
-  const std::string base = dir.path() + "/base.img";
-  const std::string log = dir.path() + "/disk0.log";
-  CreateImage(image, 4 * kMiB);
-  ASSERT_EQ(RunCommand({"cp", image, base}).exit_code, 0);
+  const auto [image, base, log] = LoggedImage(dir);
+  ASSERT_FALSE(image.empty());
   const std::string data = PatternBytes(9, 192 * 1024);
   {
     Mount mount(dir.MakeDir("mnt"), {"--disk", image + ",log=" + log,
