@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "fuse/disk.h"
 #include "gtest/gtest.h"
 
 namespace pvdisk::fuse {
@@ -188,6 +189,61 @@ TEST(DefaultFuseQueueDepthTest, FollowsTheRingOnlyUnderADelayModel) {
   EXPECT_EQ(DefaultFuseQueueDepth(true, 256), 256u);
   EXPECT_EQ(DefaultFuseQueueDepth(true, 8), channel::kDefaultUringQueueDepth);
   EXPECT_EQ(DefaultFuseQueueDepth(true, 4096), channel::kMaxUringQueueDepth);
+}
+
+TEST(QueuePinForTest, AutoStaysOnTheCallersCpuUnderADelayModel) {
+  using channel::QueuePin;
+  EXPECT_EQ(QueuePinFor(QueuePin::kAuto, true), QueuePin::kOn);
+  // Without a delay model, auto is the policy; on and off are as asked.
+  EXPECT_EQ(QueuePinFor(QueuePin::kAuto, false), QueuePin::kAuto);
+  EXPECT_EQ(QueuePinFor(QueuePin::kOff, true), QueuePin::kOff);
+  EXPECT_EQ(QueuePinFor(QueuePin::kOff, false), QueuePin::kOff);
+  EXPECT_EQ(QueuePinFor(QueuePin::kOn, false), QueuePin::kOn);
+}
+
+TEST(ChannelDefaultsForTest, ADelayOnAnyDiskCounts) {
+  std::vector<DiskSpec> disks(3);
+  ChannelDefaultsInput input = ChannelDefaultsFor(disks, 512);
+  EXPECT_FALSE(input.delayed);
+  EXPECT_EQ(input.ring_size, 512u);
+  disks[2].delay = io::CompletionDelay{500, 500};
+  input = ChannelDefaultsFor(disks, 512);
+  EXPECT_TRUE(input.delayed);
+  EXPECT_FALSE(ChannelDefaultsFor({}, 512).delayed);
+}
+
+TEST(FuseChannelFromFlagsTest, ADelayModelSetsTheDefaultsItNeeds) {
+  const ChannelDefaultsInput delayed{.delayed = true, .ring_size = 1024};
+  absl::StatusOr<FuseChannelRequest> read =
+      FuseChannelFromFlags(Given({}), true, delayed);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->options.queue_depth, 1024u);
+  EXPECT_EQ(read->options.huge_entries, channel::kDefaultHugeEntries);
+  EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kOn);
+  // auto given is the same; the flags given win over the defaults.
+  read =
+      FuseChannelFromFlags(Given({{"fuse-queue-pin", "auto"}}), true, delayed);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kOn);
+  read = FuseChannelFromFlags(
+      Given({{"fuse-queue-pin", "off"}, {"fuse-queue-depth", "64"}}), true,
+      delayed);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kOff);
+  EXPECT_EQ(read->options.queue_depth, 64u);
+  // The checks see the depth the mount will have: more huge entries than
+  // the default 128 are fine where the depth follows a 1024-slot ring.
+  read = FuseChannelFromFlags(Given({{"fuse-huge-entries", "200"}}), true,
+                              delayed);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->options.huge_entries, 200u);
+  // No delay: the plain defaults, whatever the ring.
+  read = FuseChannelFromFlags(
+      Given({}), true,
+      ChannelDefaultsInput{.delayed = false, .ring_size = 1024});
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->options.queue_depth, channel::kDefaultUringQueueDepth);
+  EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kAuto);
 }
 
 TEST(FuseChannelFromFlagsTest, WordsAreRefusedOutsideTheirSet) {
