@@ -86,10 +86,9 @@ absl::StatusOr<FuseChannelRequest> FuseChannelFromFlags(
                    std::min(channel::kDefaultHugeEntries, options.queue_depth),
                    0, channel::kMaxUringQueueDepth));
   options.huge_entries = static_cast<uint32_t>(huge_entries);
-  PVDISK_ASSIGN_OR_RETURN(
-      channel::QueuePin queue_pin,
-      channel::ParseQueuePin(flags.Get("fuse-queue-pin", "auto")));
-  options.queue_pin = QueuePinFor(queue_pin, disks.delayed);
+  PVDISK_ASSIGN_OR_RETURN(options.queue_pin, channel::ParseQueuePin(flags.Get(
+                                                 "fuse-queue-pin", "auto")));
+  options.auto_pin_deep_at = AutoPinDeepAt(disks.delayed);
   PVDISK_ASSIGN_OR_RETURN(options.spread,
                           flags.OneOf("fuse-spread", "on", "off"));
   FuseChannelFlags& given = request.given;
@@ -110,10 +109,8 @@ uint32_t DefaultFuseQueueDepth(bool delayed, uint32_t ring_size) {
                     channel::kMaxUringQueueDepth);
 }
 
-channel::QueuePin QueuePinFor(channel::QueuePin asked, bool delayed) {
-  if (asked == channel::QueuePin::kAuto && delayed)
-    return channel::QueuePin::kOn;
-  return asked;
+unsigned AutoPinDeepAt(bool delayed) {
+  return delayed ? kDelayedDeepAtOnce : channel::AutoPin::kDeepAtOnce;
 }
 
 absl::Status CheckFuseSpread(const FuseChannelOptions& options,

@@ -60,7 +60,7 @@ ChannelDefaultsInput ChannelDefaultsFor(const std::vector<DiskSpec>& disks,
 // each against its range or words), checked by CheckFuseChannelOptions:
 // `options.fuse_io` is the channel asked for (auto, uring or classic), and
 // `given` says which of the flags were given (for CheckFuseSpread). The
-// defaults that follow the disks (DefaultFuseQueueDepth, QueuePinFor) are
+// defaults that follow the disks (DefaultFuseQueueDepth, AutoPinDeepAt) are
 // applied here from `disks`.
 struct FuseChannelRequest {
   FuseChannelOptions options;
@@ -80,18 +80,19 @@ absl::StatusOr<FuseChannelRequest> FuseChannelFromFlags(
 // Entries cost address space, not memory (channel_options.h).
 uint32_t DefaultFuseQueueDepth(bool delayed, uint32_t ring_size);
 
-// Where the queue threads run, from --fuse-queue-pin as asked (`asked`)
-// and whether a disk models a device latency (`delayed`): auto under a
-// delay model is on. The auto policy moves a queue thread off its callers'
-// CPU while requests come several at once, so that two CPUs work; under a
-// delay model requests wait inside pvdisk for the delay, the queue
-// thread's work per request is small beside it, and what the caller sees
-// beyond the delay is wake-ups: each cycle's release and submission then
-// cross CPUs, and a halted vCPU woken from the other CPU answered 45-60 us
-// late where a local wake-up took 3-5 us (perf sched, 500 us at fio
-// iodepth 4). So queue q's thread stays on CPU q. on and off stay as
-// asked.
-channel::QueuePin QueuePinFor(channel::QueuePin asked, bool delayed);
+// What --fuse-queue-pin auto counts as requests coming several at once
+// (channel::AutoPin): two held at once, or, when a disk models a device
+// latency (`delayed`), kDelayedDeepAtOnce. The auto policy moves a queue
+// thread off its callers' CPU while requests come several at once, so
+// that two CPUs work. A delay model holds every request for its delay, so
+// two or more are held whenever the caller's iodepth is, even at a few
+// thousand requests a second, where the queue thread's work is small beside
+// the delay and what the caller sees beyond it is wake-ups: off its CPU,
+// each cycle's release and submission cross CPUs, and a halted vCPU woken
+// from the other answered 45-60 us late where a local wake-up took 3-5 us
+// (perf sched, delay=500 at fio iodepth 4).
+inline constexpr unsigned kDelayedDeepAtOnce = 32;
+unsigned AutoPinDeepAt(bool delayed);
 
 // Once the placement is decided: --fuse-spread on (given) needs the inline
 // placement on the uring channel (`options.fuse_io` resolved), where the

@@ -148,6 +148,7 @@ TEST(FuseChannelFromFlagsTest, NoFlagsGiveTheDefaults) {
   EXPECT_EQ(read->options.queue_depth, channel::kDefaultUringQueueDepth);
   EXPECT_EQ(read->options.huge_entries, channel::kDefaultHugeEntries);
   EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kAuto);
+  EXPECT_EQ(read->options.auto_pin_deep_at, channel::AutoPin::kDeepAtOnce);
   EXPECT_TRUE(read->options.spread);
   EXPECT_FALSE(read->given.spread || read->given.queue_depth ||
                read->given.fuse_threads || read->given.queue_pin ||
@@ -191,14 +192,11 @@ TEST(DefaultFuseQueueDepthTest, FollowsTheRingOnlyUnderADelayModel) {
   EXPECT_EQ(DefaultFuseQueueDepth(true, 4096), channel::kMaxUringQueueDepth);
 }
 
-TEST(QueuePinForTest, AutoStaysOnTheCallersCpuUnderADelayModel) {
-  using channel::QueuePin;
-  EXPECT_EQ(QueuePinFor(QueuePin::kAuto, true), QueuePin::kOn);
-  // Without a delay model, auto is the policy; on and off are as asked.
-  EXPECT_EQ(QueuePinFor(QueuePin::kAuto, false), QueuePin::kAuto);
-  EXPECT_EQ(QueuePinFor(QueuePin::kOff, true), QueuePin::kOff);
-  EXPECT_EQ(QueuePinFor(QueuePin::kOff, false), QueuePin::kOff);
-  EXPECT_EQ(QueuePinFor(QueuePin::kOn, false), QueuePin::kOn);
+TEST(AutoPinDeepAtTest, UnderADelayModelOnlyADeepCallerCounts) {
+  EXPECT_EQ(AutoPinDeepAt(false), channel::AutoPin::kDeepAtOnce);
+  EXPECT_EQ(AutoPinDeepAt(false), 2u);
+  EXPECT_EQ(AutoPinDeepAt(true), kDelayedDeepAtOnce);
+  EXPECT_GT(kDelayedDeepAtOnce, channel::AutoPin::kDeepAtOnce);
 }
 
 TEST(ChannelDefaultsForTest, ADelayOnAnyDiskCounts) {
@@ -219,12 +217,9 @@ TEST(FuseChannelFromFlagsTest, ADelayModelSetsTheDefaultsItNeeds) {
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->options.queue_depth, 1024u);
   EXPECT_EQ(read->options.huge_entries, channel::kDefaultHugeEntries);
-  EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kOn);
-  // auto given is the same; the flags given win over the defaults.
-  read =
-      FuseChannelFromFlags(Given({{"fuse-queue-pin", "auto"}}), true, delayed);
-  ASSERT_TRUE(read.ok()) << read.status();
-  EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kOn);
+  EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kAuto);
+  EXPECT_EQ(read->options.auto_pin_deep_at, kDelayedDeepAtOnce);
+  // The flags given win over the defaults.
   read = FuseChannelFromFlags(
       Given({{"fuse-queue-pin", "off"}, {"fuse-queue-depth", "64"}}), true,
       delayed);
@@ -243,7 +238,7 @@ TEST(FuseChannelFromFlagsTest, ADelayModelSetsTheDefaultsItNeeds) {
       ChannelDefaultsInput{.delayed = false, .ring_size = 1024});
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->options.queue_depth, channel::kDefaultUringQueueDepth);
-  EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kAuto);
+  EXPECT_EQ(read->options.auto_pin_deep_at, channel::AutoPin::kDeepAtOnce);
 }
 
 TEST(FuseChannelFromFlagsTest, WordsAreRefusedOutsideTheirSet) {
