@@ -246,17 +246,13 @@ absl::Status CheckMount(const ParsedArgs& parsed, MountConfig* config) {
   PVDISK_ASSIGN_OR_RETURN(
       config->options,
       fuse::DiskOptionsFromFlags(flags, transport, config->disks));
-  PVDISK_ASSIGN_OR_RETURN(fuse::FuseChannelRequest channel,
-                          fuse::FuseChannelFromFlags(
-                              flags, fuse::PayloadsInPlace(config->options)));
+  PVDISK_ASSIGN_OR_RETURN(
+      fuse::FuseChannelRequest channel,
+      fuse::FuseChannelFromFlags(
+          flags, fuse::PayloadsInPlace(config->options),
+          fuse::ChannelDefaultsFor(config->disks,
+                                   config->options.transport.queue.ring_size)));
   config->channel = channel.options;
-  if (!channel.given.queue_depth) {
-    const bool delayed = std::any_of(
-        config->disks.begin(), config->disks.end(),
-        [](const fuse::DiskSpec& disk) { return disk.delay.has_value(); });
-    config->channel.queue_depth = fuse::DefaultFuseQueueDepth(
-        delayed, config->options.transport.queue.ring_size);
-  }
 
   PlacementInput placement;
   PVDISK_RETURN_IF_ERROR(ReadPlacementFlags(flags, &placement));

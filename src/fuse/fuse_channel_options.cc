@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "fuse/disk.h"
 
 namespace pvdisk::fuse {
 
@@ -52,8 +53,19 @@ absl::StatusOr<channel::FuseIo> CheckFuseChannelOptions(
   return fuse_io;
 }
 
+ChannelDefaultsInput ChannelDefaultsFor(const std::vector<DiskSpec>& disks,
+                                        uint32_t ring_size) {
+  ChannelDefaultsInput input;
+  input.delayed =
+      std::any_of(disks.begin(), disks.end(),
+                  [](const DiskSpec& disk) { return disk.delay.has_value(); });
+  input.ring_size = ring_size;
+  return input;
+}
+
 absl::StatusOr<FuseChannelRequest> FuseChannelFromFlags(
-    const FlagValues& flags, bool payloads_in_place) {
+    const FlagValues& flags, bool payloads_in_place,
+    const ChannelDefaultsInput& disks) {
   FuseChannelRequest request;
   FuseChannelOptions& options = request.options;
   PVDISK_ASSIGN_OR_RETURN(
@@ -64,7 +76,8 @@ absl::StatusOr<FuseChannelRequest> FuseChannelFromFlags(
                           channel::ParseFuseIo(flags.Get("fuse-io", "auto")));
   PVDISK_ASSIGN_OR_RETURN(
       uint64_t queue_depth,
-      flags.Number("fuse-queue-depth", channel::kDefaultUringQueueDepth, 1,
+      flags.Number("fuse-queue-depth",
+                   DefaultFuseQueueDepth(disks.delayed, disks.ring_size), 1,
                    channel::kMaxUringQueueDepth));
   options.queue_depth = static_cast<uint32_t>(queue_depth);
   PVDISK_ASSIGN_OR_RETURN(
@@ -75,6 +88,7 @@ absl::StatusOr<FuseChannelRequest> FuseChannelFromFlags(
   options.huge_entries = static_cast<uint32_t>(huge_entries);
   PVDISK_ASSIGN_OR_RETURN(options.queue_pin, channel::ParseQueuePin(flags.Get(
                                                  "fuse-queue-pin", "auto")));
+  options.auto_pin_deep_at = AutoPinDeepAt(disks.delayed);
   PVDISK_ASSIGN_OR_RETURN(options.spread,
                           flags.OneOf("fuse-spread", "on", "off"));
   FuseChannelFlags& given = request.given;
@@ -93,6 +107,10 @@ uint32_t DefaultFuseQueueDepth(bool delayed, uint32_t ring_size) {
   if (!delayed) return channel::kDefaultUringQueueDepth;
   return std::clamp(ring_size, channel::kDefaultUringQueueDepth,
                     channel::kMaxUringQueueDepth);
+}
+
+unsigned AutoPinDeepAt(bool delayed) {
+  return delayed ? kDelayedDeepAtOnce : channel::AutoPin::kDeepAtOnce;
 }
 
 absl::Status CheckFuseSpread(const FuseChannelOptions& options,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -12,6 +13,8 @@
 #include "transport/transport.h"
 
 namespace pvdisk::fuse {
+
+struct DiskSpec;  // fuse/disk.h
 
 // FUSE worker threads (readers of /dev/fuse): pvdisk mount's --fuse-threads.
 inline constexpr unsigned kDefaultFuseThreads = channel::kDefaultClassicThreads;
@@ -42,17 +45,30 @@ absl::StatusOr<channel::FuseIo> CheckFuseChannelOptions(
     const FuseChannelOptions& options, const FuseChannelFlags& given,
     bool payloads_in_place);
 
+// What a mount's disks make of the channel's defaults: whether one of
+// them models a device latency (--disk ...,delay=), and their rings' slots
+// (--ring-size).
+struct ChannelDefaultsInput {
+  bool delayed = false;
+  uint32_t ring_size = 0;
+};
+ChannelDefaultsInput ChannelDefaultsFor(const std::vector<DiskSpec>& disks,
+                                        uint32_t ring_size);
+
 // The FUSE channel as `flags` set it (--fuse-threads, --fuse-io,
 // --fuse-queue-depth, --fuse-huge-entries, --fuse-queue-pin, --fuse-spread,
 // each against its range or words), checked by CheckFuseChannelOptions:
 // `options.fuse_io` is the channel asked for (auto, uring or classic), and
-// `given` says which of the flags were given (for CheckFuseSpread).
+// `given` says which of the flags were given (for CheckFuseSpread). The
+// defaults that follow the disks (DefaultFuseQueueDepth, AutoPinDeepAt) are
+// applied here from `disks`.
 struct FuseChannelRequest {
   FuseChannelOptions options;
   FuseChannelFlags given;
 };
-absl::StatusOr<FuseChannelRequest> FuseChannelFromFlags(const FlagValues& flags,
-                                                        bool payloads_in_place);
+absl::StatusOr<FuseChannelRequest> FuseChannelFromFlags(
+    const FlagValues& flags, bool payloads_in_place,
+    const ChannelDefaultsInput& disks = {});
 
 // The FUSE uring queue depth when --fuse-queue-depth is not given: the
 // default (channel::kDefaultUringQueueDepth), or, when a disk models a
@@ -63,6 +79,20 @@ absl::StatusOr<FuseChannelRequest> FuseChannelFromFlags(const FlagValues& flags,
 // FUSE's queue, not the ring or an engine cap, bounds what is in flight.
 // Entries cost address space, not memory (channel_options.h).
 uint32_t DefaultFuseQueueDepth(bool delayed, uint32_t ring_size);
+
+// What --fuse-queue-pin auto counts as requests coming several at once
+// (channel::AutoPin): two held at once, or, when a disk models a device
+// latency (`delayed`), kDelayedDeepAtOnce. The auto policy moves a queue
+// thread off its callers' CPU while requests come several at once, so
+// that two CPUs work. A delay model holds every request for its delay, so
+// two or more are held whenever the caller's iodepth is, even at a few
+// thousand requests a second, where the queue thread's work is small beside
+// the delay and what the caller sees beyond it is wake-ups: off its CPU,
+// each cycle's release and submission cross CPUs, and a halted vCPU woken
+// from the other answered 45-60 us late where a local wake-up took 3-5 us
+// (perf sched, delay=500 at fio iodepth 4).
+inline constexpr unsigned kDelayedDeepAtOnce = 32;
+unsigned AutoPinDeepAt(bool delayed);
 
 // Once the placement is decided: --fuse-spread on (given) needs the inline
 // placement on the uring channel (`options.fuse_io` resolved), where the

@@ -58,7 +58,8 @@ class DelayEngine final : public EngineDecorator {
         delay_ns_(int64_t{delay.us} * kNanosPerMicro),
         write_delay_ns_(int64_t{delay.write_us} * kNanosPerMicro),
         slack_ns_(std::min(delay_ns_, write_delay_ns_) / kBatchSlackDivisor),
-        pending_(depth) {
+        pending_(depth),
+        lender_(lender) {
     free_.reserve(depth);
     batch_.reserve(depth);
     released_.reserve(depth);
@@ -182,12 +183,17 @@ class DelayEngine final : public EngineDecorator {
     int64_t now = MonotonicNowNs();
     if (ring_timer_ != nullptr) {
       if (int64_t late = ring_timer_->TakeLateness(); late >= 0) Learn(late);
-      // Woken within the margin before a release: spin the rest (the
-      // driving thread has nothing else to do, or it would not have slept).
+      // Woken within the margin before a release: spin the rest, unless
+      // the driving thread has other work waiting on its ring (a FUSE
+      // request that arrives meanwhile would otherwise wait for the
+      // release before anyone takes it and its own delay starts). Then
+      // this returns early, the timeout below is for a time already past
+      // (the thread's next round comes back here and spins on), and the
+      // sleep's lateness is not learned from it (ring_timer.h).
       const int64_t release = NextReleaseNs();
       if (release != kNoDeadline && release > now &&
           release <= now + margin_ns_) {
-        SpinUntil(release);
+        SpinUntil(release, lender_);
         now = MonotonicNowNs();
       }
     }
@@ -217,9 +223,14 @@ class DelayEngine final : public EngineDecorator {
 
   // Each turn yields the CPU: the threads that feed the engine and take
   // its completions (fio, the FUSE queue threads) may need this one, and
-  // a yield to nobody keeps the CPU awake all the same.
-  static void SpinUntil(int64_t until_ns) {
-    while (MonotonicNowNs() < until_ns) sched_yield();
+  // a yield to nobody keeps the CPU awake all the same. With `lender`
+  // (the driving thread's ring), it stops early once completions wait
+  // there for the thread.
+  static void SpinUntil(int64_t until_ns, RingLender* lender = nullptr) {
+    while (MonotonicNowNs() < until_ns) {
+      if (lender != nullptr && lender->HasWaitingCompletions()) return;
+      sched_yield();
+    }
   }
 
   bool DueBy(int64_t now_ns) const {
@@ -309,6 +320,7 @@ class DelayEngine final : public EngineDecorator {
   const int64_t write_delay_ns_;
   const int64_t slack_ns_;        // a batch's width (kBatchSlackDivisor)
   std::vector<Pending> pending_;  // by the tag given to the inner engine
+  RingLender* const lender_;      // the driving thread's ring, or null
   std::vector<uint32_t> free_;    // unused indices of pending_
   uint64_t next_sequence_ = 0;
   HeldHeap held_;

@@ -68,6 +68,11 @@ class RingLender {
     (void)base;
     (void)count;
   }
+  // Whether completions wait for the owner's next round (posted, or
+  // pending to be posted): a borrower that spins on the owner's thread
+  // stops for them, so that the owner's other work (a FUSE request that
+  // just arrived) does not wait for the spin. The default says none.
+  virtual bool HasWaitingCompletions() { return false; }
 };
 
 }  // namespace pvdisk::io

@@ -45,6 +45,7 @@ bool RingTimer::WakeBy(int64_t deadline_ns) {
     free_one = pending_.back().get();
   }
   free_one->deadline_ns = deadline_ns;
+  free_one->past = deadline_ns <= MonotonicNowNs();
   free_one->time.tv_sec = deadline_ns / kNanosPerSecond;
   free_one->time.tv_nsec = deadline_ns % kNanosPerSecond;
   free_one->queued = true;
@@ -68,7 +69,7 @@ void RingTimer::OnCqe(uint64_t user_data, int32_t res) {
   pending.queued = false;
   // -ETIME: it fired. Anything else (cancelled with the ring) wakes the
   // owner all the same, but says nothing about lateness.
-  if (res == -ETIME) {
+  if (res == -ETIME && !pending.past) {
     lateness_ns_ = MonotonicNowNs() - pending.deadline_ns;
   }
 }

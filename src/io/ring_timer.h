@@ -37,7 +37,9 @@ class RingTimer final : public CqeSink {
   bool WakeBy(int64_t deadline_ns);
 
   // How late, in ns, the owner handled the last timeout that fired since
-  // the previous call (the wake-up lateness of its sleep); -1 if none fired.
+  // the previous call (the wake-up lateness of its sleep); -1 if none fired
+  // or the one that fired was queued for a time already past (it ended no
+  // sleep at its time, so its lateness tells nothing of wake-ups).
   int64_t TakeLateness();
 
   void OnCqe(uint64_t user_data, int32_t res) override;
@@ -49,6 +51,7 @@ class RingTimer final : public CqeSink {
     __kernel_timespec time{};
     int64_t deadline_ns = 0;
     bool queued = false;
+    bool past = false;  // queued for a time already past
   };
 
   RingLender* const lender_;

@@ -41,6 +41,9 @@ struct ChannelOptions {
   // pages, as asked (--fuse-huge-entries; the arena says how many are).
   uint32_t huge_entries = kDefaultHugeEntries;
   QueuePin queue_pin = QueuePin::kAuto;  // kUring: where queue threads run
+  // kUring with kAuto: FUSE requests held at once that make a round deep
+  // (AutoPin; fuse::AutoPinDeepAt sets it from the disks).
+  unsigned auto_pin_deep_at = AutoPin::kDeepAtOnce;
   // kUring: queue threads at depth hand replies to each other
   // (spread_policy.h). As asked until the placement is decided, then
   // whether it applies (fuse::SpreadApplies): only the inline placement's

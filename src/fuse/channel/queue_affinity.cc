@@ -27,7 +27,7 @@ std::string_view QueuePinName(QueuePin pin) {
 
 bool AutoPin::Round(unsigned at_once) {
   if (at_once == 0) return false;
-  if (at_once >= 2) ++deep_rounds_;
+  if (at_once >= deep_at_) ++deep_rounds_;
   if (++rounds_ < kWindow) return false;
   const bool deep = deep_rounds_ >= kDeepRounds;
   rounds_ = 0;
@@ -44,7 +44,8 @@ bool AutoPin::Round(unsigned at_once) {
   return true;
 }
 
-QueueAffinity::QueueAffinity(QueuePin pin, uint32_t cpu) : pin_(pin) {
+QueueAffinity::QueueAffinity(QueuePin pin, uint32_t cpu, unsigned deep_at)
+    : pin_(pin), policy_(deep_at) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   CPU_ZERO(&own_);

@@ -36,7 +36,11 @@ std::string_view QueuePinName(QueuePin pin);
 
 // The auto policy's decision, from how many requests the server held at
 // once. Windows of kWindow rounds that took a request decide: a window is
-// deep when at least kDeepRounds of its rounds held two or more at once.
+// deep when at least kDeepRounds of its rounds held `deep_at` or more at
+// once (kDeepAtOnce, two, unless the channel's options say otherwise:
+// under a delay model requests stay held for the delay, and what is held
+// at once is the caller's iodepth, not how busy the thread is; see
+// fuse::AutoPinDeepAt).
 // One deep window moves the thread off its CPU; kCalmWindows windows in a
 // row that are not deep bring it back (a caller at iodepth 1 is back on
 // its CPU after 2048 requests).
@@ -62,6 +66,9 @@ class AutoPin {
   static constexpr unsigned kWindow = 64;
   static constexpr unsigned kCalmWindows = 32;
   static constexpr unsigned kDeepRounds = 4;
+  static constexpr unsigned kDeepAtOnce = 2;
+
+  explicit AutoPin(unsigned deep_at = kDeepAtOnce) : deep_at_(deep_at) {}
 
   // `at_once`: the most FUSE requests the server held (taken, not yet
   // committed) right after taking one in this round; 0 for a round that
@@ -70,9 +77,10 @@ class AutoPin {
   bool on_own_cpu() const { return on_own_cpu_; }
 
  private:
+  const unsigned deep_at_;
   bool on_own_cpu_ = true;
   unsigned rounds_ = 0;
-  unsigned deep_rounds_ = 0;   // in this window, rounds that held two+
+  unsigned deep_rounds_ = 0;   // in this window, rounds that held deep_at_+
   unsigned calm_windows_ = 0;  // in a row, while off the CPU
 };
 
@@ -83,7 +91,9 @@ class AutoPin {
 // the thread where it may run already.
 class QueueAffinity {
  public:
-  QueueAffinity(QueuePin pin, uint32_t cpu);
+  // `deep_at`: AutoPin's.
+  QueueAffinity(QueuePin pin, uint32_t cpu,
+                unsigned deep_at = AutoPin::kDeepAtOnce);
   // Once per round, with AutoPin::Round's `at_once` (auto may move the
   // thread).
   void Round(unsigned at_once) {

@@ -206,14 +206,16 @@ bool UringQueue::SpinForCompletion(uint32_t us, const std::atomic<bool>& stop) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::microseconds(us);
   do {
-    if (io_uring_cq_ready(&uring_) > 0 ||
-        (IO_URING_READ_ONCE(*uring_.sq.kflags) & IORING_SQ_TASKRUN) != 0) {
-      return true;
-    }
+    if (HasWaitingCompletions()) return true;
     sched_yield();
   } while (std::chrono::steady_clock::now() < deadline &&
            !stop.load(std::memory_order_relaxed));
   return false;
+}
+
+bool UringQueue::HasWaitingCompletions() {
+  return io_uring_cq_ready(&uring_) > 0 ||
+         (IO_URING_READ_ONCE(*uring_.sq.kflags) & IORING_SQ_TASKRUN) != 0;
 }
 
 bool UringQueue::RouteToSink(uint64_t tag, int32_t res) {

@@ -96,6 +96,9 @@ class UringQueue final : public io::RingLender {
   int FixedBufferFor(const void* data, size_t length) override;
   int AddFixedFiles(const std::vector<int>& fds) override;
   void RemoveFixedFiles(int base, size_t count) override;
+  // A completion posted, or pending (COOP_TASKRUN with TASKRUN_FLAG: the
+  // next io_uring_enter posts it).
+  bool HasWaitingCompletions() override;
 
  private:
   // The ring's file table: /dev/fuse, then the borrowing engines' image

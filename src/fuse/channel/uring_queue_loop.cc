@@ -38,7 +38,8 @@ void UringChannel::Run(QueueThread* thread) {
   UringQueue& queue = thread->queue;
   // Where this thread runs: on its queue's CPU, where the requests come
   // from, or off it while they come several at once (queue_affinity.h).
-  QueueAffinity affinity(options_.queue_pin, queue.qid());
+  QueueAffinity affinity(options_.queue_pin, queue.qid(),
+                         options_.auto_pin_deep_at);
 
   absl::Status setup = SetUp(thread);
   bool register_fuse = true;

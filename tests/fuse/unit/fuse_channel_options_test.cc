@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "fuse/disk.h"
 #include "gtest/gtest.h"
 
 namespace pvdisk::fuse {
@@ -147,6 +148,7 @@ TEST(FuseChannelFromFlagsTest, NoFlagsGiveTheDefaults) {
   EXPECT_EQ(read->options.queue_depth, channel::kDefaultUringQueueDepth);
   EXPECT_EQ(read->options.huge_entries, channel::kDefaultHugeEntries);
   EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kAuto);
+  EXPECT_EQ(read->options.auto_pin_deep_at, channel::AutoPin::kDeepAtOnce);
   EXPECT_TRUE(read->options.spread);
   EXPECT_FALSE(read->given.spread || read->given.queue_depth ||
                read->given.fuse_threads || read->given.queue_pin ||
@@ -188,6 +190,55 @@ TEST(DefaultFuseQueueDepthTest, FollowsTheRingOnlyUnderADelayModel) {
   EXPECT_EQ(DefaultFuseQueueDepth(true, 256), 256u);
   EXPECT_EQ(DefaultFuseQueueDepth(true, 8), channel::kDefaultUringQueueDepth);
   EXPECT_EQ(DefaultFuseQueueDepth(true, 4096), channel::kMaxUringQueueDepth);
+}
+
+TEST(AutoPinDeepAtTest, UnderADelayModelOnlyADeepCallerCounts) {
+  EXPECT_EQ(AutoPinDeepAt(false), channel::AutoPin::kDeepAtOnce);
+  EXPECT_EQ(AutoPinDeepAt(false), 2u);
+  EXPECT_EQ(AutoPinDeepAt(true), kDelayedDeepAtOnce);
+  EXPECT_GT(kDelayedDeepAtOnce, channel::AutoPin::kDeepAtOnce);
+}
+
+TEST(ChannelDefaultsForTest, ADelayOnAnyDiskCounts) {
+  std::vector<DiskSpec> disks(3);
+  ChannelDefaultsInput input = ChannelDefaultsFor(disks, 512);
+  EXPECT_FALSE(input.delayed);
+  EXPECT_EQ(input.ring_size, 512u);
+  disks[2].delay = io::CompletionDelay{500, 500};
+  input = ChannelDefaultsFor(disks, 512);
+  EXPECT_TRUE(input.delayed);
+  EXPECT_FALSE(ChannelDefaultsFor({}, 512).delayed);
+}
+
+TEST(FuseChannelFromFlagsTest, ADelayModelSetsTheDefaultsItNeeds) {
+  const ChannelDefaultsInput delayed{.delayed = true, .ring_size = 1024};
+  absl::StatusOr<FuseChannelRequest> read =
+      FuseChannelFromFlags(Given({}), true, delayed);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->options.queue_depth, 1024u);
+  EXPECT_EQ(read->options.huge_entries, channel::kDefaultHugeEntries);
+  EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kAuto);
+  EXPECT_EQ(read->options.auto_pin_deep_at, kDelayedDeepAtOnce);
+  // The flags given win over the defaults.
+  read = FuseChannelFromFlags(
+      Given({{"fuse-queue-pin", "off"}, {"fuse-queue-depth", "64"}}), true,
+      delayed);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->options.queue_pin, channel::QueuePin::kOff);
+  EXPECT_EQ(read->options.queue_depth, 64u);
+  // The checks see the depth the mount will have: more huge entries than
+  // the default 128 are fine where the depth follows a 1024-slot ring.
+  read = FuseChannelFromFlags(Given({{"fuse-huge-entries", "200"}}), true,
+                              delayed);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->options.huge_entries, 200u);
+  // No delay: the plain defaults, whatever the ring.
+  read = FuseChannelFromFlags(
+      Given({}), true,
+      ChannelDefaultsInput{.delayed = false, .ring_size = 1024});
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->options.queue_depth, channel::kDefaultUringQueueDepth);
+  EXPECT_EQ(read->options.auto_pin_deep_at, channel::AutoPin::kDeepAtOnce);
 }
 
 TEST(FuseChannelFromFlagsTest, WordsAreRefusedOutsideTheirSet) {

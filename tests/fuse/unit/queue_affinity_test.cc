@@ -150,5 +150,15 @@ TEST(QueueAffinityTest, AQueueCpuOutsideTheAllowedSetLeavesTheThreadThere) {
   }).join();
 }
 
+TEST(AutoPinTest, ADeeperThresholdMovesItOnlyForThatMany) {
+  // Under a delay model (fuse::AutoPinDeepAt): rounds that held fewer than
+  // `deep_at` at once are calm however many windows of them come.
+  AutoPin policy(32);
+  EXPECT_EQ(Feed(policy, 10 * AutoPin::kWindow, 31), 0);
+  EXPECT_TRUE(policy.on_own_cpu());
+  EXPECT_EQ(Feed(policy, AutoPin::kWindow, 32), 1);
+  EXPECT_FALSE(policy.on_own_cpu());
+}
+
 }  // namespace
 }  // namespace pvdisk::fuse::channel
