@@ -53,6 +53,11 @@ absl::Status Configure(rados_t cluster, const RbdSpec& spec) {
       // A discard must read back as zeros, also where it covers only part of
       // an object (by default librbd skips such parts).
       {"rbd_skip_partial_discard", "false"},
+      // librbd copies a write's data when it takes the write, so the
+      // caller's buffers are free once rbd_aio_write returns: the rbd engine
+      // answers a write the cluster holds too long without waiting for
+      // librbd to let go of it (RbdEngine, "Requests the cluster holds").
+      {"rbd_disable_zero_copy_writes", "true"},
       // No client-side cache: a write completes once the cluster has it
       // (what the guest's flush semantics expect of a disk without a
       // volatile cache), and a write the cluster cannot take fails within
