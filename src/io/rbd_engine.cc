@@ -3,11 +3,14 @@
 #include <liburing.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -24,14 +27,29 @@ namespace {
 
 class RbdEngine;
 
+// What became of a request in librbd's hands (Pending::state).
+enum PendingState : int {
+  kInFlight,
+  kCompleted,  // librbd finished it: its result is on the way to the owner
+  kAbandoned,  // answered with EIO by the owner; librbd still holds it
+};
+
 // One request in librbd's hands: the completion's argument. Belongs to the
-// engine that submitted it, whichever engine collects its completion.
+// engine that submitted it, whichever engine collects its completion; once
+// abandoned (see RbdEngine::Expire) it belongs to nobody, and whichever
+// engine collects its completion deletes it.
 struct Pending {
   RbdEngine* owner = nullptr;
   uint64_t tag = 0;
   uint64_t length = 0;
   IoOp op = IoOp::kRead;
   int64_t result = 0;  // set when collected
+  uint64_t seq = 0;    // which submission through this slot
+  int64_t deadline_ns = 0;
+  size_t index = 0;  // in the owner's slots_
+  // Changed only under the image's drain lock (RbdImage::DrainCompletions,
+  // RbdImage::WithDrainLock): the collector and the owner's Expire race.
+  PendingState state = kInFlight;
 };
 
 // librbd's result as the engine contract wants it: the request's length, or
@@ -45,17 +63,48 @@ int64_t Normalize(const Pending& pending, ssize_t ret) {
 }
 
 // Two ways to wait. With a ring of its own thread (the backend-thread
-// placement) Run(wait) sleeps in poll() on the image's eventfd, the mailbox
-// and the watched wake fds. On a borrowed ring (the inline placement, see
-// ring_lender.h) it never sleeps: it keeps one POLL_ADD armed on the
-// ring for each of its two eventfds, so that a completion wakes the
-// owner thread's io_uring_enter, and Run(false) collects.
+// placement) Run(wait) sleeps in poll() on the image's eventfd, the mailbox,
+// the expiry timer and the watched wake fds. On a borrowed ring (the inline
+// placement, see ring_lender.h) it never sleeps: it keeps one POLL_ADD armed
+// on the ring for each of its three descriptors, so that a completion (or
+// the timer) wakes the owner thread's io_uring_enter, and Run(false)
+// collects.
+//
+// Requests the cluster holds past the timeout: librados fails each
+// operation rados_osd_op_timeout after librbd sent it, but librbd may hold
+// a write back before it sends it: with the object-map feature, writes to
+// objects not yet written wait for the object map's update, and those
+// updates go out one after another, each failing only after its own
+// timeout, so on a cluster that takes no writes (full, paused) the last of
+// a batch of such writes failed after several timeouts. The engine
+// therefore answers every write, discard, write-zeroes and flush that
+// librbd has not finished one timeout plus kExpiryGraceNs after it was
+// queued with EIO itself (Expire), and leaves the request to librbd, which
+// owns it from then on: librbd copied the write's data when it took it
+// (rbd_disable_zero_copy_writes), so the caller's buffers are free again.
+// Such a write may still reach the image later, once the cluster takes
+// writes again, as a write that failed on a real disk may or may not have
+// reached the medium. Reads are not abandoned: librbd fills the caller's
+// buffers when it finishes them, and nothing holds a read back, so
+// librados' own timeout fails them in time.
 class RbdEngine final : public IoEngine, public CqeSink {
  public:
+  // Past its timeout, librados gets this long to fail a request itself.
+  static constexpr int64_t kExpiryGraceNs = kNanosPerSecond;
+
   RbdEngine(RbdImage& image, uint32_t depth, RingLender* lender)
-      : image_(image), mode_("librbd-async"), lender_(lender), slots_(depth) {
+      : image_(image),
+        mode_("librbd-async"),
+        lender_(lender),
+        expiry_ns_(int64_t{image.spec().timeout_seconds} * kNanosPerSecond +
+                   kExpiryGraceNs) {
+    slots_.reserve(depth);
     free_.reserve(depth);
-    for (Pending& slot : slots_) free_.push_back(&slot);
+    for (uint32_t i = 0; i < depth; ++i) {
+      slots_.push_back(std::make_unique<Pending>());
+      slots_.back()->index = i;
+      free_.push_back(slots_.back().get());
+    }
   }
 
   // Waits for every request in flight (bounded by the cluster timeout: an
@@ -63,9 +112,9 @@ class RbdEngine final : public IoEngine, public CqeSink {
   ~RbdEngine() override {
     std::vector<IoCompletion> ignored;
     while (inflight_ > 0) {
-      // Polls the image and the mailbox only: a wake-up of the watched fds
-      // is left for the engine that replaces this one.
-      if (Poll(/*wait=*/true, /*watch_count=*/2, ignored) < 0) {
+      // Polls the image, the mailbox and the timer only: a wake-up of the
+      // watched fds is left for the engine that replaces this one.
+      if (Poll(/*wait=*/true, kEventFds, ignored) < 0) {
         LogInfo("rbd engine: %u requests still in flight at teardown",
                 inflight_);
         break;
@@ -76,6 +125,7 @@ class RbdEngine final : public IoEngine, public CqeSink {
     // the tag unlent and are dropped by the ring's owner.
     if (lender_ != nullptr) lender_->Unlend(lend_tag_);
     if (mailbox_fd_ >= 0) close(mailbox_fd_);
+    if (timer_fd_ >= 0) close(timer_fd_);
   }
 
   absl::Status Init() {
@@ -83,8 +133,14 @@ class RbdEngine final : public IoEngine, public CqeSink {
     if (mailbox_fd_ < 0) {
       return absl::InternalError(absl::StrCat("eventfd: ", strerror(errno)));
     }
+    timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (timer_fd_ < 0) {
+      return absl::InternalError(
+          absl::StrCat("timerfd_create: ", strerror(errno)));
+    }
     fds_.push_back({image_.event_fd(), POLLIN, 0});
     fds_.push_back({mailbox_fd_, POLLIN, 0});
+    fds_.push_back({timer_fd_, POLLIN, 0});
     if (lender_ != nullptr) {
       lend_tag_ = lender_->Lend(this);
       ArmPolls();
@@ -118,7 +174,17 @@ class RbdEngine final : public IoEngine, public CqeSink {
     }
     if (free_.empty()) return -EBUSY;
     Pending* pending = free_.back();
-    *pending = Pending{this, request.tag, request.length, request.op, 0};
+    const int64_t deadline_ns = MonotonicNowNs() + expiry_ns_;
+    const uint64_t seq = ++last_seq_;
+    pending->owner = this;
+    pending->tag = request.tag;
+    pending->length = request.length;
+    pending->op = request.op;
+    pending->result = 0;
+    pending->seq = seq;
+    pending->deadline_ns = deadline_ns;
+    // No other thread sees the slot before librbd finishes this request.
+    pending->state = kInFlight;
     rbd_completion_t completion;
     int ret = rbd_aio_create_completion(pending, nullptr, &completion);
     if (ret < 0) return -EIO;
@@ -129,6 +195,7 @@ class RbdEngine final : public IoEngine, public CqeSink {
     }
     free_.pop_back();
     ++inflight_;
+    if (request.op != IoOp::kRead) expiring_.push_back({pending, seq});
     return 0;
   }
 
@@ -142,7 +209,15 @@ class RbdEngine final : public IoEngine, public CqeSink {
   }
 
  private:
-  static constexpr size_t kEventFds = 2;  // fds_[0] image, fds_[1] mailbox
+  // fds_[0] the image's eventfd, [1] the mailbox, [2] the expiry timer.
+  static constexpr size_t kEventFds = 3;
+  static constexpr size_t kTimerFd = 2;
+
+  // A request in expiring_: `seq` tells whether the slot still holds it.
+  struct Expiring {
+    Pending* pending;
+    uint64_t seq;
+  };
 
   // Run() on a borrowed ring: never blocks, never fails. Looks into librbd
   // only after a poll fired: every completion librbd queues is followed by
@@ -156,7 +231,10 @@ class RbdEngine final : public IoEngine, public CqeSink {
       // the read signals again, and the re-armed poll sees it.
       uint64_t counter;
       for (size_t i = 0; i < kEventFds; ++i) {
-        (void)!read(fds_[i].fd, &counter, sizeof(counter));
+        if (read(fds_[i].fd, &counter, sizeof(counter)) == sizeof(counter) &&
+            i == kTimerFd) {
+          timer_set_ = false;
+        }
       }
       Collect(out);
     }
@@ -204,15 +282,17 @@ class RbdEngine final : public IoEngine, public CqeSink {
       uint64_t counter;
       // The image's and the mailbox's counters only say "look": clear them,
       // then look (a completion signalled after this read signals again).
-      for (size_t i = 0; i < 2; ++i) {
-        if (fds_[i].revents != 0) {
-          (void)!read(fds_[i].fd, &counter, sizeof(counter));
+      for (size_t i = 0; i < kEventFds; ++i) {
+        if (fds_[i].revents != 0 &&
+            read(fds_[i].fd, &counter, sizeof(counter)) == sizeof(counter) &&
+            i == kTimerFd) {
+          timer_set_ = false;
         }
       }
-      for (size_t i = 2; i < watch_count; ++i) {
+      for (size_t i = kEventFds; i < watch_count; ++i) {
         if (fds_[i].revents != 0 &&
             read(fds_[i].fd, &counter, sizeof(counter)) == sizeof(counter)) {
-          out.push_back({wake_tags_[i - 2], 0, /*wake=*/true});
+          out.push_back({wake_tags_[i - kEventFds], 0, /*wake=*/true});
         }
       }
       Collect(out);
@@ -247,9 +327,14 @@ class RbdEngine final : public IoEngine, public CqeSink {
   void Collect(std::vector<IoCompletion>& out) {
     image_.DrainCompletions([&](rbd_completion_t completion) {
       auto* pending = static_cast<Pending*>(rbd_aio_get_arg(completion));
-      pending->result =
-          Normalize(*pending, rbd_aio_get_return_value(completion));
+      const ssize_t ret = rbd_aio_get_return_value(completion);
       rbd_aio_release(completion);
+      if (pending->state == kAbandoned) {  // answered already; nobody's
+        delete pending;
+        return;
+      }
+      pending->state = kCompleted;
+      pending->result = Normalize(*pending, ret);
       if (pending->owner == this) {
         Finish(pending, out);
       } else {
@@ -265,6 +350,53 @@ class RbdEngine final : public IoEngine, public CqeSink {
       }
       for (Pending* pending : mail) Finish(pending, out);
     }
+    Expire(out);
+  }
+
+  // Answers with EIO every write, discard, write-zeroes and flush librbd
+  // has held past its deadline (see the class comment), and sets the timer
+  // for the next deadline. The abandoned request's slot goes to librbd (the
+  // engine takes a new one), so the depth stays what it was.
+  void Expire(std::vector<IoCompletion>& out) {
+    if (expiring_.empty()) return;
+    const int64_t now = MonotonicNowNs();
+    std::unique_lock<std::mutex> lock(image_.drain_mutex(), std::defer_lock);
+    while (!expiring_.empty()) {
+      const Expiring front = expiring_.front();
+      Pending* pending = front.pending;
+      // Finished (the slot is free or holds a later request): drop it.
+      if (pending->seq != front.seq || pending->owner != this) {
+        expiring_.pop_front();
+        continue;
+      }
+      if (pending->deadline_ns > now) break;
+      if (!lock.owns_lock()) lock.lock();
+      if (pending->state != kInFlight) {
+        // Collected, on its way through a mailbox: not ours to abandon.
+        expiring_.pop_front();
+        continue;
+      }
+      pending->state = kAbandoned;
+      expiring_.pop_front();
+      out.push_back({pending->tag, -EIO, /*wake=*/false});
+      --inflight_;
+      const size_t index = pending->index;
+      (void)slots_[index].release();  // deleted by whoever collects it
+      slots_[index] = std::make_unique<Pending>();
+      slots_[index]->index = index;
+      free_.push_back(slots_[index].get());
+    }
+    if (lock.owns_lock()) lock.unlock();
+    // The earliest deadline left; a timer set for an earlier one fires
+    // early and comes back here.
+    if (!expiring_.empty() && !timer_set_) {
+      const int64_t at = expiring_.front().pending->deadline_ns;
+      itimerspec when = {};
+      when.it_value.tv_sec = static_cast<time_t>(at / kNanosPerSecond);
+      when.it_value.tv_nsec = static_cast<long>(at % kNanosPerSecond);
+      timer_set_ =
+          timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &when, nullptr) == 0;
+    }
   }
 
   // Called from another engine's thread with a completion of ours. The
@@ -279,6 +411,7 @@ class RbdEngine final : public IoEngine, public CqeSink {
   }
 
   void Finish(Pending* pending, std::vector<IoCompletion>& out) {
+    pending->owner = nullptr;  // no longer in expiring_'s sense in flight
     out.push_back({pending->tag, pending->result, /*wake=*/false});
     free_.push_back(pending);
     --inflight_;
@@ -288,13 +421,24 @@ class RbdEngine final : public IoEngine, public CqeSink {
   const std::string mode_;
   RingLender* const lender_;  // null: Run() polls on this thread
   uint64_t lend_tag_ = 0;
-  bool armed_[kEventFds] = {false, false};
+  bool armed_[kEventFds] = {false, false, false};
   bool fired_ = false;
-  std::vector<Pending> slots_;  // one per request the depth allows
+  // One per request the depth allows; an abandoned one is released to
+  // librbd and replaced.
+  std::vector<std::unique_ptr<Pending>> slots_;
   std::vector<Pending*> free_;  // slots not in flight
   uint32_t inflight_ = 0;
-  // Polled by Run(): [0] the image's eventfd, [1] the mailbox, then the
-  // watched wake fds (their tags in wake_tags_).
+  // The timeout plus grace after which Expire() answers a held request.
+  const int64_t expiry_ns_;
+  // Requests Expire() may abandon, oldest first (all share one expiry, so
+  // that is deadline order); finished ones are dropped as they reach the
+  // front.
+  std::deque<Expiring> expiring_;
+  uint64_t last_seq_ = 0;
+  int timer_fd_ = -1;
+  bool timer_set_ = false;  // cleared when the timer fires
+  // Polled by Run(): [0] the image's eventfd, [1] the mailbox, [2] the
+  // timer, then the watched wake fds (their tags in wake_tags_).
   std::vector<pollfd> fds_;
   std::vector<uint64_t> wake_tags_;
   int mailbox_fd_ = -1;

@@ -29,6 +29,21 @@ absl::Status Configure(rados_t cluster, const RbdSpec& spec) {
       {"client_mount_timeout", timeout},
       {"rados_mon_op_timeout", timeout},
       {"rados_osd_op_timeout", timeout},
+      // No throttle in librados' Objecter (0: unlimited). Its default
+      // limits (1024 operations, 100 MiB of data in flight) are below what
+      // pvdisk's rings may have in flight (queues x ring slots x 1 MiB).
+      // Beyond them librbd's I/O threads block in the Objecter until
+      // earlier operations finish, and an operation's timeout only starts
+      // once it is past the throttle: with a cluster that holds I/O (full,
+      // paused, a hung OSD) requests then failed only after several
+      // timeouts, one batch after another, and the completions of the
+      // others waited behind the blocked threads. Without the throttle
+      // every operation is handed to the cluster at once and fails one
+      // timeout after it was queued. What bounds pvdisk's I/O in flight
+      // is its own queues, and librbd holds a copy of every write it has
+      // accepted either way (rbd_disable_zero_copy_writes).
+      {"objecter_inflight_ops", "0"},
+      {"objecter_inflight_op_bytes", "0"},
       // The daemon's stderr is the mount's: librados' own log lines must not
       // reach it, and it needs no admin socket or log file.
       {"log_to_stderr", "false"},
@@ -38,6 +53,11 @@ absl::Status Configure(rados_t cluster, const RbdSpec& spec) {
       // A discard must read back as zeros, also where it covers only part of
       // an object (by default librbd skips such parts).
       {"rbd_skip_partial_discard", "false"},
+      // librbd copies a write's data when it takes the write, so the
+      // caller's buffers are free once rbd_aio_write returns: the rbd engine
+      // answers a write the cluster holds too long without waiting for
+      // librbd to let go of it (RbdEngine, "Requests the cluster holds").
+      {"rbd_disable_zero_copy_writes", "true"},
       // No client-side cache: a write completes once the cluster has it
       // (what the guest's flush semantics expect of a disk without a
       // volatile cache), and a write the cluster cannot take fails within

@@ -81,6 +81,11 @@ class RbdImage {
     }
   }
 
+  // The lock DrainCompletions holds: an engine that gives up on a request
+  // librbd still holds (RbdEngine's Expire) marks it under this lock, so
+  // that whichever engine collects its completion later sees the mark.
+  std::mutex& drain_mutex() { return drain_mutex_; }
+
   // Makes every write so far durable (rbd_flush); bounded by the timeout.
   absl::Status Flush();
 

@@ -11,9 +11,11 @@ namespace pvdisk::io {
 // How long a cluster may stay silent before pvdisk gives up, in seconds: the
 // connect at mount (librados' client_mount_timeout and rados_mon_op_timeout)
 // and every I/O (rados_osd_op_timeout: an I/O the cluster does not answer in
-// time fails with EIO instead of waiting forever), and the image's close at
-// unmount. Below Ceph's OSD failover time (osd heartbeat grace, 20 s) I/O may
-// fail while a real cluster replaces an OSD: raise it there.
+// time fails with EIO instead of waiting forever; a write librbd holds back
+// longer the rbd engine answers with EIO itself, see rbd_engine.cc), and
+// the image's close at unmount. Below Ceph's OSD failover time (osd heartbeat
+// grace, 20 s) I/O may fail while a real cluster replaces an OSD: raise it
+// there.
 inline constexpr uint32_t kDefaultRbdTimeoutSeconds = 15;
 inline constexpr uint32_t kMaxRbdTimeoutSeconds = 3600;
 

@@ -68,6 +68,14 @@ bool OwnCluster::FreezeOsd(bool frozen) {
   return signalled;
 }
 
+bool OwnCluster::PauseIo(bool paused) {
+  CommandResult set = RunCommand(
+      {"ceph", "-c", conf_, "osd", paused ? "set" : "unset", "pause"},
+      std::chrono::seconds(60));
+  EXPECT_EQ(set.exit_code, 0) << set.Describe();
+  return set.exit_code == 0;
+}
+
 bool OwnCluster::Stop() {
   stopped_ = true;
   FreezeOsd(false);  // a frozen OSD would not take stop's SIGTERM

@@ -34,6 +34,11 @@ class OwnCluster {
   // without closing its connections, unlike Stop(). True if the signal
   // reached it. Stop() thaws it first.
   bool FreezeOsd(bool frozen);
+  // Sets or clears the cluster's `pause` flag (`ceph osd set|unset pause`):
+  // clients then hold every read and write instead of sending it, as they
+  // hold writes to a full cluster, and nothing answers them. True on
+  // success.
+  bool PauseIo(bool paused);
 
  private:
   std::string dir_;

@@ -12,8 +12,10 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -497,6 +499,188 @@ INSTANTIATE_TEST_SUITE_P(Placements, RbdClusterLossTest,
                          [](const auto& info) {
                            return PlacementTestName(info.param);
                          });
+
+// Where a paused-cluster test serves its disk: the mount's flags and fio's
+// depth of 1 MiB reads.
+struct PauseCase {
+  std::string name;
+  std::vector<std::string> flags;
+  int read_depth;
+};
+
+// A cluster of the test's own that stops taking I/O (`ceph osd set pause`:
+// librados holds every request, as it holds writes to a full cluster)
+// under fio, and takes it again afterwards; an image on it mounted with
+// timeout=5 in the placement under test.
+class RbdClusterPauseTest : public ::testing::TestWithParam<PauseCase> {
+ protected:
+  static constexpr int kTimeoutSeconds = 5;
+  // The engine's grace past the timeout (1 s) and the machine's noise. A
+  // request held behind another one fails a whole timeout later.
+  static constexpr auto kSlack = std::chrono::seconds(3);
+
+  void SetUp() override {
+    ASSERT_TRUE(cluster_.ok()) << cluster_.start_output();
+    name_ = UniqueImageName("pause");
+    CreateRbdImage(cluster_.conf(), name_, 512 * kMiB);
+    std::vector<std::string> args = {
+        "--disk",
+        "rbd:rbd/" + name_ + ",conf=" + cluster_.conf() +
+            ",timeout=" + std::to_string(kTimeoutSeconds),
+        // Room in FUSE's queues beside fio's requests for the stats reads.
+        "--fuse-io", "uring", "--fuse-queue-depth", "512"};
+    args.insert(args.end(), GetParam().flags.begin(), GetParam().flags.end());
+    mount_.emplace(dir_.MakeDir("mnt"), args, std::chrono::seconds(240));
+    ASSERT_TRUE(mount_->ok()) << mount_->mount_result().Describe();
+  }
+
+  // The disk's stats, after checking that the stats file answers within
+  // 2 s (a bounded read: a daemon that hangs must fail the test, not hang
+  // it).
+  DiskStats Stats() {
+    CommandResult read = RunCommand({"cat", mount_->mountpoint() + "/stats"},
+                                    std::chrono::seconds(2));
+    EXPECT_EQ(read.exit_code, 0)
+        << "the stats file did not answer: " << read.Describe();
+    return StatsOf(mount_->mountpoint(), name_);
+  }
+
+  // Runs fio with `fio_args` until pvdisk has counted `min_requests` of
+  // `counter`, pauses the cluster, and expects every request held then to
+  // fail with EIO within the timeout (plus kSlack) of the moment the last
+  // one went in, the stats file answering all along; then fio to end on
+  // EIO, and unpauses. Use under ASSERT_NO_FATAL_FAILURE.
+  void ExpectHeldRequestsFail(std::vector<std::string> fio_args,
+                              const std::string& counter,
+                              uint64_t min_requests) {
+    fio_args.insert(fio_args.end(),
+                    {"--bs=1m", "--time_based", "--runtime=120"});
+    BackgroundProcess fio(FioCommand(mount_->Path(name_), fio_args));
+    ASSERT_TRUE(fio.started());
+    ASSERT_TRUE(WaitUntil([&] { return Stats()[counter] >= min_requests; },
+                          std::chrono::seconds(30)));
+    ASSERT_TRUE(cluster_.PauseIo(true));
+    // Held: the requests stop going in. `last_change` is when the last
+    // one did.
+    uint64_t requests = Stats()[counter];
+    auto last_change = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - last_change <
+           std::chrono::seconds(1)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      const uint64_t now = Stats()[counter];
+      if (now != requests) {
+        requests = now;
+        last_change = std::chrono::steady_clock::now();
+      }
+      ASSERT_LT(std::chrono::steady_clock::now() - last_change,
+                std::chrono::seconds(kTimeoutSeconds))
+          << counter << " still complete after the pause";
+    }
+    const DiskStats held = Stats();
+    const uint64_t held_inflight = held["inflight"];
+    const uint64_t errors_before = held["errors"];
+    EXPECT_GE(held_inflight, 8u) << "fio had too little in flight";
+    const auto deadline =
+        last_change + std::chrono::seconds(kTimeoutSeconds) + kSlack;
+    uint64_t errors = errors_before;
+    while (errors < errors_before + held_inflight &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      errors = Stats()["errors"];
+    }
+    EXPECT_GE(errors, errors_before + held_inflight)
+        << "of " << held_inflight << " requests held, "
+        << errors - errors_before << " failed within " << kTimeoutSeconds
+        << " s + " << kSlack.count() << " s";
+    // fio stops at its first error; what it queued after the held
+    // requests fails a timeout later.
+    const bool ended = fio.Wait(std::chrono::seconds(2 * kTimeoutSeconds + 5));
+    ASSERT_TRUE(cluster_.PauseIo(false));
+    ASSERT_TRUE(ended) << "fio still runs " << 2 * kTimeoutSeconds + 5
+                       << " s after its requests failed";
+    EXPECT_NE(fio.result().Describe().find("Input/output error"),
+              std::string::npos)
+        << fio.result().Describe();
+  }
+
+  OwnCluster cluster_;
+  std::string name_;
+  TempDir dir_;
+  std::optional<Mount> mount_;
+};
+
+// Every read and write the cluster holds fails with EIO within about the
+// timeout; meanwhile the stats file answers; once the cluster takes I/O
+// again the disk works without a remount, and the unmount is quick.
+//
+// Reads: more of them in flight (up to 128 MiB) than librados' Objecter
+// throttle lets through by default (100 MiB), beyond which librbd's
+// threads blocked and the rest failed a timeout later. Writes: to objects
+// not written yet, which with the object-map feature wait for the object
+// map's updates, sent one after another, a timeout each; the engine
+// answers them past the timeout itself.
+TEST_P(RbdClusterPauseTest,
+       HeldRequestsFailWithinTheTimeoutAndTheDiskRecovers) {
+  PVDISK_REQUIRE_FUSE_URING();
+  // Data to read back: the first 160 MiB.
+  CommandResult fill = RunCommand(
+      FioCommand(mount_->Path(name_),
+                 {"--rw=write", "--bs=1m", "--iodepth=16", "--size=160M"}),
+      std::chrono::seconds(120));
+  ExpectFioClean(fill);
+  ASSERT_NO_FATAL_FAILURE(ExpectHeldRequestsFail(
+      {"--rw=randread", "--size=160M",
+       "--iodepth=" + std::to_string(GetParam().read_depth)},
+      "reqs_read", 64));
+  ASSERT_NO_FATAL_FAILURE(ExpectHeldRequestsFail(
+      {"--rw=write", "--offset=192M", "--size=256M", "--iodepth=16"},
+      "reqs_write", 16 + 160));
+
+  {
+    // A real disk recovers from an outage: no remount needed. O_DIRECT
+    // (aligned buffers): the read comes from the cluster, not a cache.
+    Fd fd = Open(mount_->Path(name_), O_RDWR | O_DIRECT);
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    const std::string data = PatternBytes(21, 1 * kMiB);
+    void* out = nullptr;
+    void* in = nullptr;
+    ASSERT_EQ(posix_memalign(&out, 4096, data.size()), 0);
+    ASSERT_EQ(posix_memalign(&in, 4096, data.size()), 0);
+    std::unique_ptr<void, decltype(&free)> free_out(out, &free);
+    std::unique_ptr<void, decltype(&free)> free_in(in, &free);
+    std::memcpy(out, data.data(), data.size());
+    ASSERT_EQ(pwrite(fd.get(), out, data.size(), 500 * kMiB),
+              static_cast<ssize_t>(data.size()))
+        << std::strerror(errno);
+    ASSERT_EQ(fdatasync(fd.get()), 0) << std::strerror(errno);
+    ASSERT_EQ(pread(fd.get(), in, data.size(), 500 * kMiB),
+              static_cast<ssize_t>(data.size()))
+        << std::strerror(errno);
+    EXPECT_EQ(
+        FirstDifference(data, std::string(static_cast<char*>(in), data.size())),
+        "");
+  }
+  const auto unmount_at = std::chrono::steady_clock::now();
+  CommandResult unmount = mount_->Unmount(std::chrono::seconds(60));
+  EXPECT_EQ(unmount.exit_code, 0) << unmount.Describe();
+  EXPECT_LT(std::chrono::steady_clock::now() - unmount_at,
+            std::chrono::seconds(kTimeoutSeconds));
+  RemoveRbdImage(cluster_.conf(), name_);
+}
+
+// In the daemon the FUSE payloads are lent to the engine: fio's 128 reads
+// of 1 MiB are in librbd's hands at once. A backend process gets its data
+// through the queue's page pool (8 MiB a queue): at most 16 such requests
+// reach it at once (the Objecter's throttle is out of reach), and those
+// behind them wait for the pool, each batch failing a timeout after the
+// one before; so fio reads at depth 16 there.
+INSTANTIATE_TEST_SUITE_P(
+    Placements, RbdClusterPauseTest,
+    ::testing::Values(
+        PauseCase{"Inline", {"--placement", "inline"}, 128},
+        PauseCase{"BackendThread", {"--placement", "backend-thread"}, 128},
+        PauseCase{"BackendProcess", {"--backend", "process"}, 16}),
+    [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace pvdisk::rbd_testing
