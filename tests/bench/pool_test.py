@@ -76,6 +76,8 @@ class PoolOfTwoCompareRunsTest(benchtest.OneRun):
     def test_report_names_each_run_and_the_table_is_written(self):
         for path in self.reports:
             self.assertIn(os.path.basename(path), self.result.stdout)
+        self.assertIn("pvdisk `pvdisk`, pvdisk-base `pvdisk`",
+                      self.result.stdout)
         with open(os.path.join(self.scratch.out, "pool.md")) as f:
             self.assertEqual(f.read(), self.result.stdout)
 
