@@ -99,20 +99,30 @@ class LentRingDelayTest : public EngineFixture,
   // The engine goes before the ring, as the inline driver releases it.
   void TearDown() override { engine_.reset(); }
 
+  // Makes an engine of the test's kind, depth 16, with `delay`, on the
+  // owner's ring. Returns why it could not be made ("" when made; the
+  // test skips on anything else).
+  std::string SetUpDelayedEngine(CompletionDelay delay) {
+    if (!owner.ok()) return "io_uring unavailable";
+    EngineOptions options;
+    options.kind = GetParam();
+    options.depth = 16;
+    options.delay = delay;
+    options.ring_lender = &owner;
+    std::string skip_reason;
+    SetUpEngine(options, skip_reason);
+    if (skip_reason.empty() && engine_ == nullptr) return "no engine made";
+    return skip_reason;
+  }
+
   OwnedRing owner;
 };
 
 TEST_P(LentRingDelayTest, DueTimesWakeTheRingsOwner) {
-  if (!owner.ok()) GTEST_SKIP() << "io_uring unavailable";
-  EngineOptions options;
-  options.kind = GetParam();
-  options.depth = 16;
-  options.delay = CompletionDelay{20'000, 5'000};
-  options.ring_lender = &owner;
-  std::string skip_reason;
-  SetUpEngine(options, skip_reason);
-  if (!skip_reason.empty()) GTEST_SKIP() << skip_reason;
-  if (engine_ == nullptr) return;
+  if (std::string skip = SetUpDelayedEngine(CompletionDelay{20'000, 5'000});
+      !skip.empty()) {
+    GTEST_SKIP() << skip;
+  }
 
   AlignedBuffer data(8 * 512);
   std::memset(data.data(), 'x', data.size());
@@ -183,16 +193,10 @@ TEST_P(LentRingDelayTest, DueTimesWakeTheRingsOwner) {
 // none before its delay, and is woken for each: the engine leaves a
 // timeout on the ring when it stops spinning early.
 TEST_P(LentRingDelayTest, AnOwnerWithOtherWorkIsNotHeldBackNorStalled) {
-  if (!owner.ok()) GTEST_SKIP() << "io_uring unavailable";
-  EngineOptions options;
-  options.kind = GetParam();
-  options.depth = 16;
-  options.delay = CompletionDelay{2'000, 2'000};
-  options.ring_lender = &owner;
-  std::string skip_reason;
-  SetUpEngine(options, skip_reason);
-  if (!skip_reason.empty()) GTEST_SKIP() << skip_reason;
-  if (engine_ == nullptr) return;
+  if (std::string skip = SetUpDelayedEngine(CompletionDelay{2'000, 2'000});
+      !skip.empty()) {
+    GTEST_SKIP() << skip;
+  }
   owner.busy = true;
 
   AlignedBuffer data(4 * 512);
@@ -235,16 +239,10 @@ TEST_P(LentRingDelayTest, AnOwnerWithOtherWorkIsNotHeldBackNorStalled) {
 // work waiting: the timeout the engine leaves when it stops spinning early
 // must still wake it for the release.
 TEST_P(LentRingDelayTest, AStoppedSpinLeavesATimeoutForTheRelease) {
-  if (!owner.ok()) GTEST_SKIP() << "io_uring unavailable";
-  EngineOptions options;
-  options.kind = GetParam();
-  options.depth = 16;
-  options.delay = CompletionDelay{2'000, 2'000};
-  options.ring_lender = &owner;
-  std::string skip_reason;
-  SetUpEngine(options, skip_reason);
-  if (!skip_reason.empty()) GTEST_SKIP() << skip_reason;
-  if (engine_ == nullptr) return;
+  if (std::string skip = SetUpDelayedEngine(CompletionDelay{2'000, 2'000});
+      !skip.empty()) {
+    GTEST_SKIP() << skip;
+  }
   owner.busy = true;
 
   AlignedBuffer data(512);
