@@ -88,6 +88,14 @@ class PoolOfTwoCompareRunsTest(benchtest.OneRun):
         self.assertIn("has no target 'qsd'", done.stderr)
         self.assertEqual(done.stdout, "")
 
+    def test_a_goal_that_is_not_a_ratio_is_refused(self):
+        for bad in ("-1", "0", "abc", "nan"):
+            done = pool("--goal", bad, self.reports[0])
+            self.assertEqual(done.returncode, 2, bad)
+            self.assertEqual(done.stderr.strip(),
+                             "pool: argument --goal: '%s' is not allowed: "
+                             "use a ratio above 0, e.g. 0.95" % bad)
+
 
 class IntervalTest(unittest.TestCase):
     """median_interval and verdict on values whose order is known."""
