@@ -7,7 +7,11 @@ Jobs:
                   null-co with latency-ns=40000 (no native: there is no
                   device); fio's mean minus 40 us is the path's cost
   null_qd1        the same with no device latency: pvdisk --engine null
-                  against qsd's null-co (both near FUSE's own round trip)
+                  against qsd's null-co (both near FUSE's own round trip),
+                  and bench/fuse_floor on the uring channel (floor-uring: a
+                  server that answers each read at once with zeros, on
+                  pvdisk's FUSE layer; FUSE's own round trip on this
+                  machine, which no FUSE disk's path can go below)
   wr4k_fsync_qd1  4 KiB random writes at iodepth 1 with an fsync after each
                   (fio --fsync=1) on the image
   sqlite_buffered sqlite commits per second (WAL, synchronous=FULL, one
@@ -35,7 +39,10 @@ JOBS = {
     "sqlite_buffered": ("image", None, False),
     "sqlite_direct": ("image", None, True),
 }
-TARGETS = ["native", "pvdisk", "pvdisk-base", "qsd"]
+TARGETS = ["native", "pvdisk", "pvdisk-base", "qsd", "floor-uring"]
+# The FUSE floor: on the null device's job only (it has no device to model
+# and serves no image).
+FLOOR = "floor-uring"
 # The modelled devices: pvdisk's --disk options and engine, qsd's blockdev.
 MODELLED = {
     "delay": (",delay=%d" % DELAY_US,
@@ -52,7 +59,10 @@ def modelled_targets(the_lab, device, names, pvdisk_flags, base_pvdisk):
     flags = ["--engine", "null"] + list(pvdisk_flags)
     made = {}
     for name in [n for n in TARGETS if n in names and n != "native"]:
-        if name == "qsd":
+        if name == FLOOR:
+            if device == "null":
+                made[name] = the_lab.floor("uring")
+        elif name == "qsd":
             values = ((the_lab.size, DELAY_US * 1000) if device == "delay"
                       else (the_lab.size,))
             made[name] = the_lab.qsd(blockdev=blockdev % values)
@@ -105,7 +115,7 @@ def measure(the_lab, jobs, image_targets, names, args, progress):
         device, options, direct_io = JOBS[job]
         made = None
         if device == "image":
-            targets = image_targets
+            targets = {n: t for n, t in image_targets.items() if n != FLOOR}
         else:
             made = modelled_targets(the_lab, device, names, args.pvdisk_flags,
                                     base_pvdisk)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/compare --group latency end to end, briefly: 0.5 s per run, one
-round, a 64 MiB image, the modelled-device and null pairs, the fsync job
-and the buffered sqlite job on native, pvdisk and qsd. Every row is
+round, a 64 MiB image, the modelled-device and null pairs (the null one
+beside the FUSE floor), the fsync job and the buffered sqlite job on
+native, pvdisk and qsd. Every row is
 printed with its command and lands in the JSON; the modelled jobs ran on
 the modelled devices; nothing stays mounted and no loop device is left."""
 import glob
@@ -15,6 +16,7 @@ JOBS = ["delay40_qd1", "null_qd1", "wr4k_fsync_qd1", "sqlite_buffered"]
 # The modelled jobs have no native.
 ROWS = [("delay40_qd1", "pvdisk"), ("delay40_qd1", "qsd"),
         ("null_qd1", "pvdisk"), ("null_qd1", "qsd"),
+        ("null_qd1", "floor-uring"),
         ("wr4k_fsync_qd1", "native"), ("wr4k_fsync_qd1", "pvdisk"),
         ("wr4k_fsync_qd1", "qsd"),
         ("sqlite_buffered", "native"), ("sqlite_buffered", "pvdisk"),
@@ -27,7 +29,7 @@ class CompareLatencyTest(benchtest.OneRun):
         result = scratch.run("compare", "--group", "latency", "--runtime",
                              "0.5", "--rounds", "1", "--image-size", "64M",
                              "--jobs", ",".join(JOBS),
-                             "--targets", "native,pvdisk,qsd",
+                             "--targets", "native,pvdisk,qsd,floor-uring",
                              "--out", scratch.out)
         found = glob.glob(os.path.join(scratch.out, "compare-*.json"))
         cls.json_path = found[0] if len(found) == 1 else None
@@ -61,6 +63,16 @@ class CompareLatencyTest(benchtest.OneRun):
                     if (r["job"], r["target"]) == ("delay40_qd1", "pvdisk")][0]
         self.assertGreater(pv_delay["lat_us"], 40, pv_delay)
         self.assertAlmostEqual(cost["value"], pv_delay["lat_us"] - 40)
+        # FUSE alone beside the null pair: its ratio to qsd and its round
+        # trip, and pvdisk's ratio to it.
+        by = {(r["job"], r["target"]): r for r in data["rows"]}
+        floor = by[("null_qd1", "floor-uring")]
+        self.assertIsInstance(floor["vs_qsd"], float, floor)
+        self.assertIsInstance(by[("null_qd1", "pvdisk")]["vs_floor"], float)
+        self.assertAlmostEqual(
+            goals["null_qd1 floor-uring lat, us (FUSE's round trip, "
+                  "nothing served)"]["value"], floor["lat_us"])
+        self.assertIn("| vs_floor |", self.result.stdout)
         for goal in data["goals"]:
             self.assertIn(goal["met"], (True, False), goal["what"])
 
