@@ -18,8 +18,11 @@ Jobs:
                   1 KiB row per commit) on ext4 on a buffered loop device
                   over the target's disk file (sqlite_commits.py)
   sqlite_direct   the same over a loop device with --direct-io=on
-The image jobs use the run's image targets; the modelled ones mount their
-own pvdisk (and pvdisk-base) and qsd for the job and release them after.
+The image jobs use the run's image targets, floor-disk among them where
+chosen (bench/fuse_floor serving the image through pvdisk's uring engine,
+fsync included, with no transport: FUSE over io_uring's own ceiling on that
+image); the modelled ones mount their own pvdisk (and pvdisk-base), qsd
+and floor-uring for the job and release them after.
 """
 import shlex
 import sys
@@ -39,10 +42,12 @@ JOBS = {
     "sqlite_buffered": ("image", None, False),
     "sqlite_direct": ("image", None, True),
 }
-TARGETS = ["native", "pvdisk", "pvdisk-base", "qsd", "floor-uring"]
-# The FUSE floor: on the null device's job only (it has no device to model
-# and serves no image).
+TARGETS = ["native", "pvdisk", "pvdisk-base", "qsd", "floor-uring",
+           "floor-disk"]
+# The FUSE floors: floor-uring on the null device's job only (it has no
+# device to model and serves no image), floor-disk on the image jobs only.
 FLOOR = "floor-uring"
+FLOOR_DISK = "floor-disk"
 # The modelled devices: pvdisk's --disk options and engine, qsd's blockdev.
 MODELLED = {
     "delay": (",delay=%d" % DELAY_US,
@@ -59,8 +64,8 @@ def modelled_targets(the_lab, device, names, pvdisk_flags, base_pvdisk):
     flags = ["--engine", "null"] + list(pvdisk_flags)
     made = {}
     for name in [n for n in TARGETS if n in names and n != "native"]:
-        if name == FLOOR:
-            if device == "null":
+        if name in (FLOOR, FLOOR_DISK):
+            if name == FLOOR and device == "null":
                 made[name] = the_lab.floor("uring")
         elif name == "qsd":
             values = ((the_lab.size, DELAY_US * 1000) if device == "delay"

@@ -18,9 +18,9 @@ ROWS = [("delay40_qd1", "pvdisk"), ("delay40_qd1", "qsd"),
         ("null_qd1", "pvdisk"), ("null_qd1", "qsd"),
         ("null_qd1", "floor-uring"),
         ("wr4k_fsync_qd1", "native"), ("wr4k_fsync_qd1", "pvdisk"),
-        ("wr4k_fsync_qd1", "qsd"),
+        ("wr4k_fsync_qd1", "qsd"), ("wr4k_fsync_qd1", "floor-disk"),
         ("sqlite_buffered", "native"), ("sqlite_buffered", "pvdisk"),
-        ("sqlite_buffered", "qsd")]
+        ("sqlite_buffered", "qsd"), ("sqlite_buffered", "floor-disk")]
 
 
 class CompareLatencyTest(benchtest.OneRun):
@@ -29,7 +29,7 @@ class CompareLatencyTest(benchtest.OneRun):
         result = scratch.run("compare", "--group", "latency", "--runtime",
                              "0.5", "--rounds", "1", "--image-size", "64M",
                              "--jobs", ",".join(JOBS),
-                             "--targets", "native,pvdisk,qsd,floor-uring",
+                             "--targets", "native,pvdisk,qsd,floor-uring,floor-disk",
                              "--out", scratch.out)
         found = glob.glob(os.path.join(scratch.out, "compare-*.json"))
         cls.json_path = found[0] if len(found) == 1 else None
@@ -73,6 +73,14 @@ class CompareLatencyTest(benchtest.OneRun):
             goals["null_qd1 floor-uring lat, us (FUSE's round trip, "
                   "nothing served)"]["value"], floor["lat_us"])
         self.assertIn("| vs_floor |", self.result.stdout)
+        # FUSE with the image beside the image jobs, fsync and sqlite's
+        # filesystem included: its ratio to qsd, pvdisk's to it.
+        for job in ("wr4k_fsync_qd1", "sqlite_buffered"):
+            self.assertIsInstance(by[(job, "floor-disk")]["vs_qsd"], float)
+            self.assertIsInstance(by[(job, "pvdisk")]["vs_floor_disk"],
+                                  float)
+            self.assertIn("%s floor-disk / qsd (FUSE with the image, no "
+                          "transport)" % job, goals)
         for goal in data["goals"]:
             self.assertIn(goal["met"], (True, False), goal["what"])
 
