@@ -73,6 +73,10 @@ class CompareLatencyTest(benchtest.OneRun):
             goals["null_qd1 floor-uring lat, us (FUSE's round trip, "
                   "nothing served)"]["value"], floor["lat_us"])
         self.assertIn("| vs_floor |", self.result.stdout)
+        self.assertAlmostEqual(
+            goals["null_qd1 pvdisk's own time, us (pvdisk lat - floor-uring "
+                  "lat)"]["value"],
+            by[("null_qd1", "pvdisk")]["lat_us"] - floor["lat_us"])
         # FUSE with the image beside the image jobs, fsync and sqlite's
         # filesystem included: its ratio to qsd, pvdisk's to it.
         for job in ("wr4k_fsync_qd1", "sqlite_buffered"):
