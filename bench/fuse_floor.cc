@@ -12,9 +12,14 @@
 // With IMAGE (uring only: an image file, or rbd:POOL/IMAGE[,conf=PATH]) it
 // serves that image instead of zeros, each queue thread handing requests to
 // a pvdisk I/O engine on its own FUSE ring (floor_disk.h): pvdisk without
-// its transport, bench/compare's `floor-disk`.
+// its transport, bench/compare's `floor-disk`. IMAGE may carry
+// delay=US[,delay-write=US], and words after it choose the engine
+// (engine=uring|null), cap it (max-inflight=N) and make the queue threads
+// spin while it holds requests (spin=held): with engine=null and a delay,
+// the delay model's floor (bench/delay's `floor` configs).
 //
-// usage: fuse_floor MOUNTPOINT SIZE_BYTES [classic|uring [QUEUE_DEPTH [IMAGE]]]
+// usage: fuse_floor MOUNTPOINT SIZE_BYTES [classic|uring [QUEUE_DEPTH
+//          [IMAGE [engine=uring|null] [max-inflight=N] [spin=held]]]]
 //        (foreground; ends on unmount, SIGTERM or SIGINT)
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,10 +30,13 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "floor_disk.h"
 #include "fuse/channel/server.h"
 #include "fuse/channel/uring_support.h"
+#include "fuse/fuse_channel_options.h"
 #include "fuse/protocol/abi.h"
 #include "fuse/protocol/handler.h"
 
@@ -112,8 +120,9 @@ class FloorHandler final : public protocol::Handler {
 int Usage() {
   std::fprintf(stderr,
                "usage: fuse_floor MOUNTPOINT SIZE_BYTES [classic|uring "
-               "[QUEUE_DEPTH [IMAGE]]] (SIZE_BYTES > 0; IMAGE: uring only, "
-               "an image file or rbd:POOL/IMAGE[,conf=PATH], at least "
+               "[QUEUE_DEPTH [IMAGE [engine=uring|null] [max-inflight=N] "
+               "[spin=held]]]] (SIZE_BYTES > 0; IMAGE: uring only, an image "
+               "file[,delay=US] or rbd:POOL/IMAGE[,conf=PATH], at least "
                "SIZE_BYTES long)\n");
   return 2;
 }
@@ -121,7 +130,7 @@ int Usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3 || argc > 6) return Usage();
+  if (argc < 3) return Usage();
   char* end = nullptr;
   uint64_t size = std::strtoull(argv[2], &end, 10);
   if (size == 0 || *end != '\0') return Usage();
@@ -152,14 +161,22 @@ int main(int argc, char** argv) {
     }
   }
   std::unique_ptr<pvdisk::bench::FloorDisk> disk;
-  if (argc == 6) {
+  if (argc >= 6) {
     if (options.channel.fuse_io != channel::FuseIo::kUring) {
       std::fprintf(stderr, "fuse_floor: an IMAGE needs the uring channel\n");
       return 2;
     }
+    auto floor_options = pvdisk::bench::ParseFloorOptions(
+        std::vector<std::string_view>(argv + 6, argv + argc));
+    if (!floor_options.ok()) {
+      std::fprintf(stderr, "fuse_floor: %s\n",
+                   std::string(floor_options.status().message()).c_str());
+      return 2;
+    }
     // Spreading lets a queue thread hold entries of every queue.
     const uint32_t held = options.channel.queue_depth * channel::PossibleCpus();
-    auto opened = pvdisk::bench::FloorDisk::Open(argv[5], size, held);
+    auto opened =
+        pvdisk::bench::FloorDisk::Open(argv[5], size, held, *floor_options);
     if (!opened.ok()) {
       std::fprintf(stderr, "fuse_floor: %s\n",
                    std::string(opened.status().message()).c_str());
@@ -170,8 +187,12 @@ int main(int argc, char** argv) {
       return disk->MakeCompanion(qid);
     };
     options.companions.sq_entries = held;
-    // As pvdisk's inline placement runs its queue threads.
+    // As pvdisk's inline placement runs its queue threads, with the
+    // channel defaults a delay model changes (fuse_channel_options.h); the
+    // queue depth is the caller's.
     options.channel.spread = true;
+    options.channel.auto_pin_deep_at =
+        pvdisk::fuse::AutoPinDeepAt(disk->delayed());
   }
   FloorHandler handler(size, disk.get());
   absl::Status served = channel::Serve(options, &handler, {});

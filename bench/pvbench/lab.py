@@ -191,7 +191,11 @@ class FuseFloor(Target):
     # fuse_floor's queue depth when it serves an image (pvdisk's default).
     IMAGE_QUEUE_DEPTH = 128
 
-    def __init__(self, program, mnt, size, io="classic", image=None):
+    def __init__(self, program, mnt, size, io="classic", image=None,
+                 words=(), queue_depth=None):
+        """`image` may carry ,delay=US; `words` follow it (engine=null,
+        max-inflight=N, spin=held: see bench/fuse_floor.cc); `queue_depth`
+        is the FUSE queue's (default IMAGE_QUEUE_DEPTH)."""
         self.mnt = os.path.abspath(mnt)
         self.io = io
         self.image = image
@@ -199,8 +203,9 @@ class FuseFloor(Target):
         self.file = os.path.join(self.mnt, "disk")
         cmd = [program, self.mnt, str(size), io]
         if image:
-            cmd += [str(self.IMAGE_QUEUE_DEPTH),
+            cmd += [str(queue_depth or self.IMAGE_QUEUE_DEPTH),
                     image if image.startswith("rbd:") else os.path.abspath(image)]
+            cmd += list(words)
         self.process = subprocess.Popen(cmd,
                                         stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, text=True)
@@ -375,14 +380,18 @@ class Lab:
             write_back_and_drop(self.image)
         return path
 
-    def floor(self, io="classic", serve_image=False):
+    def floor(self, io="classic", serve_image=False, image_options="",
+              words=(), queue_depth=None):
         """A bench/fuse_floor mount as large as the image, on FUSE channel
         `io` (classic or uring); with `serve_image` (uring) serving the
-        image itself rather than zeros."""
+        image itself rather than zeros, with `image_options` after its
+        path (e.g. ',delay=2000'), fuse_floor's `words` after it (e.g.
+        engine=null) and a FUSE queue of `queue_depth` entries."""
         program = os.path.join(self.build, "bench", "targets", "fuse_floor")
         mnt = os.path.join(self.dir, "floor%d" % self._number())
-        return self._keep(FuseFloor(program, mnt, self.size, io,
-                                    self.image if serve_image else None))
+        image = self.image + image_options if serve_image else None
+        return self._keep(FuseFloor(program, mnt, self.size, io, image,
+                                    words, queue_depth))
 
     def qsd(self, qcow2=None, blockdev=None):
         """A qemu-storage-daemon FUSE export of the image, or of the qcow2

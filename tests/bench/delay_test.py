@@ -88,6 +88,58 @@ class DelayTest(benchtest.OneRun):
                       "| iops_for_1000us |", self.result.stdout)
 
 
+class FloorTest(benchtest.OneRun):
+    """The floor configs beside pvdisk's default: rows of each, the floor's
+    own cap check, and the ceiling at the rows' iodepths."""
+    @classmethod
+    def start(cls, scratch):
+        return scratch.run("delay", "--delays", "1000:2", "--runtime", "1",
+                           "--configs", "default,floor,floor-spin",
+                           "--cap-delay", "1000", "--cap-depth", "16",
+                           "--cap", "4", "--cap-fuse-depth", "32",
+                           "--ceiling-depths", "rows", "--image-size", "64M",
+                           "--out", scratch.out)
+
+    def load(self):
+        with open(os.path.join(self.scratch.out, "delay.json")) as f:
+            return json.load(f)
+
+    def test_rows_of_each_config(self):
+        rows = self.load()["rows"]
+        self.assertEqual([(r["config"], r["iodepth"]) for r in rows],
+                         [("default", 1), ("default", 2), ("floor", 1),
+                          ("floor", 2), ("floor-spin", 1), ("floor-spin", 2)])
+        for row in rows:
+            self.assertGreater(row["iops"], 0, row)
+            # The delay is a floor on the floor too.
+            self.assertGreaterEqual(row["clat_mean_us"], 1000, row)
+            if row["config"].startswith("floor"):
+                self.assertEqual(row["placement"], row["config"])
+                self.assertEqual(row["pvdisk_mean_us"], "-")
+            else:
+                self.assertGreaterEqual(row["pvdisk_mean_us"], 1000, row)
+
+    def test_cap_check_on_the_floor(self):
+        data = self.load()
+        cap = data["cap_floor"]
+        self.assertEqual((cap["delay_us"], cap["iodepth"], cap["cap"]),
+                         (1000, 16, 4))
+        self.assertEqual(cap["flags"][:3], ["fuse_floor", "uring", "32"])
+        self.assertGreater(cap["capped_iops"], 0)
+        # Four at once held 1 ms each: at most 4000 a second (a bound).
+        self.assertLessEqual(cap["capped_iops"], 4000 * 1.05)
+        self.assertIn("max-inflight=4", self.result.stdout)
+        self.assertIsNotNone(data["cap"])  # pvdisk's, for default
+
+    def test_ceiling_at_the_rows_depths(self):
+        ceiling = self.load()["ceiling"]
+        self.assertEqual([(r["config"], r["iodepth"]) for r in ceiling],
+                         [(c, d) for c in ("default", "floor", "floor-spin")
+                          for d in (1, 2)])
+        for row in ceiling:
+            self.assertGreater(row["iops"], 0, row)
+
+
 class BadOptionsTest(benchtest.OneRun):
     @classmethod
     def start(cls, scratch):

@@ -3,8 +3,12 @@
 RBD form runs in bench.compare_rbd): what a reader of the mount sees is the
 image, what it writes (and fsyncs) lands in the image, fio's crc32c
 verification passes through it, and bad arguments are refused with one
-line, status 2 and nothing mounted. Needs FUSE over io_uring (else
-skipped)."""
+line, status 2 and nothing mounted. The delay model's floor (bench/delay's
+floor configs): with engine=null and delay=, reads are zeros and none
+completes before the delay; max-inflight=N holds the engines to N at once;
+spin=held with the uring engine and a delay still verifies. Needs FUSE
+over io_uring (else skipped)."""
+import json
 import mmap
 import os
 import subprocess
@@ -35,10 +39,22 @@ class FloorDiskTest(unittest.TestCase):
             self.floor.close()
         self.scratch.close()
 
-    def start(self):
-        """bench/compare's floor-disk target on the image, mounted."""
+    def start(self, options="", words=()):
+        """bench/compare's floor-disk target on the image (with `options`
+        after its path, fuse_floor's `words` after it), mounted."""
         self.floor = lab.FuseFloor(floor_program(), self.mnt, SIZE, "uring",
-                                   self.image)
+                                   self.image + options, words)
+
+    def fio(self, *args):
+        """fio's JSON on the mount, 4 KiB direct io_uring reads unless
+        `args` say otherwise."""
+        p = subprocess.run(
+            ["fio", "--name=j", "--filename=" + self.floor.file,
+             "--ioengine=io_uring", "--direct=1", "--rw=randread",
+             "--bs=4k", "--output-format=json"] + list(args),
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        return json.loads(p.stdout)["jobs"][0]["read"]
 
     def stop(self):
         """Unmounting ends the server with status 0."""
@@ -97,6 +113,47 @@ class FloorDiskTest(unittest.TestCase):
         self.assertNotIn("verify", p.stderr.lower())
         self.stop()
 
+    def test_null_engine_with_a_delay(self):
+        # The delay model's floor: no I/O (zeros, not the image), and no
+        # read comes back before its delay, alone or 8 at once.
+        self.start(",delay=3000", ["engine=null"])
+        self.assertEqual(self.read_direct(self.floor.file, 1 << 20, 8192),
+                         bytes(8192))
+        for depth in (1, 8):
+            read = self.fio("--iodepth=%d" % depth, "--time_based",
+                            "--runtime=1")
+            self.assertGreater(read["total_ios"], 0)
+            # Each read from its submission (fio's lat: clat starts only
+            # once io_uring_enter returned, which may be after the server
+            # took the request), and the mean as bench/delay judges it.
+            self.assertGreaterEqual(read["lat_ns"]["min"], 3_000_000, depth)
+            self.assertGreaterEqual(read["clat_ns"]["mean"], 3_000_000, depth)
+        self.stop()
+
+    def test_max_inflight_caps_all_queue_threads(self):
+        # Two at once with the engines, each held 10 ms: at most 200 reads
+        # a second however deep fio goes (a bound the cap sets, not a speed:
+        # a slow machine only reads fewer).
+        self.start(",delay=10000", ["engine=null", "max-inflight=2"])
+        read = self.fio("--iodepth=16", "--time_based", "--runtime=2",
+                        "--numjobs=2", "--group_reporting")
+        self.assertGreater(read["total_ios"], 0)
+        self.assertLessEqual(read["iops"], 200 * 1.05, read["iops"])
+        self.stop()
+
+    def test_spin_while_held_with_a_delay_verifies(self):
+        # The uring engine under the delay, its queue threads spinning while
+        # it holds I/O: what fio wrote it reads back.
+        self.start(",delay=500", ["spin=held"])
+        p = subprocess.run(
+            ["fio", "--name=v", "--filename=" + self.floor.file,
+             "--ioengine=io_uring", "--direct=1", "--rw=randwrite",
+             "--bsrange=4k-128k", "--iodepth=8", "--size=%d" % (4 << 20),
+             "--verify=crc32c", "--do_verify=1", "--verify_fatal=1"],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.stop()
+
     def test_bad_arguments_are_refused(self):
         short = os.path.join(self.scratch.dir, "short")
         with open(short, "wb") as f:
@@ -109,7 +166,14 @@ class FloorDiskTest(unittest.TestCase):
             ([self.mnt, str(SIZE), "uring", "32",
               os.path.join(self.scratch.dir, "missing")], "does not exist"),
             ([self.mnt, str(SIZE), "uring", "32", self.image + ",eio=0"],
-             "with no other option"),
+             "with no other option than delay=US"),
+            ([self.mnt, str(SIZE), "uring", "32", self.image, "engine=sync"],
+             "'engine=sync' is not an option of IMAGE; allowed: "
+             "engine=uring|null, max-inflight=N (N from 1 up), spin=held"),
+            ([self.mnt, str(SIZE), "uring", "32", self.image,
+              "max-inflight=0"], "'max-inflight=0' is not an option"),
+            ([self.mnt, str(SIZE), "uring", "32", "rbd:rbd/x", "engine=null"],
+             "engine=null serves an image file, not rbd:POOL/IMAGE"),
         ]
         for args, message in cases:
             p = subprocess.run([floor_program()] + args, capture_output=True,
