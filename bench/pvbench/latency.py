@@ -6,6 +6,10 @@ Jobs:
                   pvdisk --engine null --disk IMG,delay=40 against qsd's
                   null-co with latency-ns=40000 (no native: there is no
                   device); fio's mean minus 40 us is the path's cost
+                  (beside them floor-disk: bench/fuse_floor with the same
+                  delay engine over the null engine on each FUSE queue
+                  thread's ring, no transport: the path's cost without
+                  pvdisk's transport)
   null_qd1        the same with no device latency: pvdisk --engine null
                   against qsd's null-co (both near FUSE's own round trip),
                   and bench/fuse_floor on the uring channel (floor-uring: a
@@ -44,8 +48,9 @@ JOBS = {
 }
 TARGETS = ["native", "pvdisk", "pvdisk-base", "qsd", "floor-uring",
            "floor-disk"]
-# The FUSE floors: floor-uring on the null device's job only (it has no
-# device to model and serves no image), floor-disk on the image jobs only.
+# The FUSE floors: floor-uring on the null device's job (answering at
+# once, it has no device to model), floor-disk on the image jobs and, with
+# the null engine and the same delay, on the modelled device's.
 FLOOR = "floor-uring"
 FLOOR_DISK = "floor-disk"
 # The modelled devices: pvdisk's --disk options and engine, qsd's blockdev.
@@ -64,9 +69,16 @@ def modelled_targets(the_lab, device, names, pvdisk_flags, base_pvdisk):
     flags = ["--engine", "null"] + list(pvdisk_flags)
     made = {}
     for name in [n for n in TARGETS if n in names and n != "native"]:
-        if name in (FLOOR, FLOOR_DISK):
-            if name == FLOOR and device == "null":
+        if name == FLOOR:
+            if device == "null":
                 made[name] = the_lab.floor("uring")
+        elif name == FLOOR_DISK:
+            if device == "delay":
+                # The same delay engine on the FUSE queue thread's ring,
+                # nothing of pvdisk's transport around it.
+                made[name] = the_lab.floor("uring", serve_image=True,
+                                           image_options=",delay=%d" % DELAY_US,
+                                           words=["engine=null"])
         elif name == "qsd":
             values = ((the_lab.size, DELAY_US * 1000) if device == "delay"
                       else (the_lab.size,))

@@ -15,6 +15,7 @@ import benchtest
 JOBS = ["delay40_qd1", "null_qd1", "wr4k_fsync_qd1", "sqlite_buffered"]
 # The modelled jobs have no native.
 ROWS = [("delay40_qd1", "pvdisk"), ("delay40_qd1", "qsd"),
+        ("delay40_qd1", "floor-disk"),
         ("null_qd1", "pvdisk"), ("null_qd1", "qsd"),
         ("null_qd1", "floor-uring"),
         ("wr4k_fsync_qd1", "native"), ("wr4k_fsync_qd1", "pvdisk"),
@@ -77,6 +78,14 @@ class CompareLatencyTest(benchtest.OneRun):
             goals["null_qd1 pvdisk's own time, us (pvdisk lat - floor-uring "
                   "lat)"]["value"],
             by[("null_qd1", "pvdisk")]["lat_us"] - floor["lat_us"])
+        # The delay engine without the transport beside the modelled
+        # device: no faster than the device, its path cost printed.
+        delay_floor = by[("delay40_qd1", "floor-disk")]
+        self.assertGreater(delay_floor["lat_us"], 40, delay_floor)
+        self.assertAlmostEqual(
+            goals["delay40_qd1 floor-disk path cost, us (lat - 40: the delay "
+                  "engine without the transport)"]["value"],
+            delay_floor["lat_us"] - 40)
         # FUSE with the image beside the image jobs, fsync and sqlite's
         # filesystem included: its ratio to qsd, pvdisk's to it.
         for job in ("wr4k_fsync_qd1", "sqlite_buffered"):
