@@ -20,6 +20,7 @@
 #include "io/iov_cursor.h"
 #include "io/request_check.h"
 #include "io/ring_lender.h"
+#include "io/spin_policy.h"
 
 namespace pvdisk::io {
 namespace {
@@ -118,6 +119,9 @@ class UringEngine final : public IoEngine, public CqeSink {
     return RunWith(/*wait=*/true, deadline_ns, out);
   }
   uint32_t inflight() const override { return inflight_; }
+  bool completes_while_spinning() const override {
+    return worker_inflight_ == 0;
+  }
   void OfferBuffers(std::vector<iovec> buffers) override {
     offered_buffers_ = std::move(buffers);
   }
@@ -186,6 +190,9 @@ class UringEngine final : public IoEngine, public CqeSink {
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   uint32_t inflight_ = 0;
+  // Of those, the ones whose completion waits for a kernel thread
+  // (io/spin_policy.h).
+  uint32_t worker_inflight_ = 0;
 
   std::vector<std::unique_ptr<WakeWatch>> wakes_;
   uint32_t armed_wakes_ = 0;
@@ -356,6 +363,7 @@ int UringEngine::Queue(const IoRequest& request) {
   if (int rc = PrepSlot(index); rc < 0) return rc;
   free_slots_.pop_back();
   ++inflight_;
+  if (CompletionNeedsKernelThread(slot.op)) ++worker_inflight_;
   return 0;
 }
 
@@ -531,6 +539,7 @@ int UringEngine::Finish(uint32_t index, int64_t result,
                         std::vector<IoCompletion>& out) {
   free_slots_.push_back(index);
   --inflight_;
+  if (CompletionNeedsKernelThread(slots_[index].op)) --worker_inflight_;
   if (shutting_down_) return 0;
   out.push_back(IoCompletion{slots_[index].tag, result, false});
   return 1;
