@@ -151,6 +151,49 @@ TEST(PlacementTest, InlineSpinsForTheLoneCompletion) {
   }
 }
 
+// No spin for a flush (io/spin_policy.h): at iodepth 1 with an fsync after
+// every write, the queue thread spins for each image write's completion but
+// sleeps at once while the image's fdatasync runs (on a kernel worker that
+// the spin would keep off the CPU). So the spins find about one completion
+// per write, not one per write and one per flush, even with spins long
+// enough to outlast any flush; every fsync reaches the image as a flush,
+// and the data reads back.
+TEST(PlacementTest, InlineSleepsThroughAFlush) {
+  PVDISK_REQUIRE_FUSE_URING();
+  TempDir dir;
+  CreateImage(dir.Path("disk0.img"), 8 * kMiB);
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", dir.Path("disk0.img"), "--fuse-io", "uring",
+               "--placement", "inline", "--poll-us", "20000"});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  const std::vector<std::string> job = {"--rw=randwrite", "--bs=4k",
+                                        "--iodepth=1",    "--fsync=1",
+                                        "--size=2M",      "--verify=crc32c"};
+  std::vector<std::string> write = job;
+  write.push_back("--do_verify=0");
+  ExpectFioClean(RunCommand(FioCommand(mount.Path("disk0.img"), write),
+                            std::chrono::seconds(120)));
+  DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_EQ(stats["errors"], 0u);
+  EXPECT_EQ(stats["inflight"], 0u);
+  const uint64_t writes = stats["reqs_write"];
+  EXPECT_EQ(writes, 512u);  // 2 MiB of 4 KiB writes, one at a time
+  // fio follows every write with an fsync but the last (it ends the job).
+  EXPECT_GE(stats["reqs_flush"], writes - 1);
+  // As in InlineSpinsForTheLoneCompletion, another event may end a spin
+  // before the write's completion, hence the loose bound; a spin per flush
+  // would count about twice the writes.
+  EXPECT_LE(stats["polls_hit"], writes + writes / 4)
+      << "the queue thread spun for flushes";
+  EXPECT_GT(stats["polls_hit"], writes / 2)
+      << "one write at a time, yet the spins rarely found its completion";
+
+  std::vector<std::string> verify = job;
+  verify.push_back("--verify_only");
+  ExpectFioClean(RunCommand(FioCommand(mount.Path("disk0.img"), verify),
+                            std::chrono::seconds(120)));
+}
+
 // The CPUs the daemon's FUSE uring queue threads may run on, as listed in
 // /proc (e.g. "0", "0-1"), indexed by queue (thread pvdisk-fuse-qN).
 std::vector<std::string> QueueThreadCpus(pid_t pid) {

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "io/engine_factory.h"
 #include "io/io_engine.h"
+#include "io/spin_policy.h"
 #include "temp_dir.h"
 
 namespace pvdisk::io::testing {
@@ -247,6 +248,58 @@ TEST(UringFaultEngineTest, FaultWrapperForwardsFixedBuffers) {
   faulty.buffer_index = 0;
   EXPECT_EQ(Do(**engine, faulty), -EIO);
   EXPECT_EQ(ReadFileRange(path, 8192, 4096), std::string(4096, 'F'));
+}
+
+// Which ops' completions wait for a kernel thread on the submitting CPU
+// (io/spin_policy.h): io_uring's fsync and fallocate always run on an io-wq
+// worker; reads and writes of an O_DIRECT image do not.
+TEST(SpinPolicyTest, FlushesAndFallocatesNeedAKernelThread) {
+  EXPECT_FALSE(CompletionNeedsKernelThread(IoOp::kRead));
+  EXPECT_FALSE(CompletionNeedsKernelThread(IoOp::kWrite));
+  EXPECT_TRUE(CompletionNeedsKernelThread(IoOp::kFlush));
+  EXPECT_TRUE(CompletionNeedsKernelThread(IoOp::kDiscard));
+  EXPECT_TRUE(CompletionNeedsKernelThread(IoOp::kWriteZeroes));
+}
+
+// The engine says a spin could catch its completions while only reads and
+// writes are in flight, and not while a flush or a discard is, until Run()
+// has returned that request's completion.
+TEST_F(UringEngineTest, NoSpinWhileAFlushOrDiscardIsInFlight) {
+  SetUpWithDepth(4);
+  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+  EXPECT_TRUE(engine_->completes_while_spinning());  // nothing in flight
+  AlignedBuffer buffer(8192);
+  std::memset(buffer.data(), 'S', buffer.size());
+  std::vector<iovec> w = {{buffer.data(), 4096}};
+  std::vector<iovec> r = {{buffer.data() + 4096, 4096}};
+  ASSERT_EQ(engine_->Queue(Rw(IoOp::kWrite, 0, w, 1)), 0);
+  ASSERT_EQ(engine_->Queue(Rw(IoOp::kRead, 8192, r, 2)), 0);
+  EXPECT_TRUE(engine_->completes_while_spinning());
+  Collect(*engine_, 2);
+
+  for (IoOp op : {IoOp::kFlush, IoOp::kDiscard, IoOp::kWriteZeroes}) {
+    SCOPED_TRACE(static_cast<int>(op));
+    ASSERT_EQ(engine_->Queue(Rw(IoOp::kWrite, 0, w, 3)), 0);
+    ASSERT_EQ(
+        engine_->Queue(Range(op, 65536, op == IoOp::kFlush ? 0 : 4096, 4)), 0);
+    EXPECT_FALSE(engine_->completes_while_spinning());
+    // Until the flush's own completion has been returned, whatever else
+    // completes first.
+    bool returned = false;
+    for (size_t got = 0; got < 2;) {
+      std::vector<IoCompletion> batch;
+      ASSERT_GE(engine_->Run(/*wait=*/true, batch), 0);
+      for (const IoCompletion& c : batch) {
+        // The write, or the flush (0) or discard (its length).
+        EXPECT_EQ(c.result, c.tag == 4 && op == IoOp::kFlush ? 0 : 4096);
+        returned |= c.tag == 4;
+        ++got;
+      }
+      EXPECT_EQ(engine_->completes_while_spinning(), returned);
+    }
+    EXPECT_TRUE(engine_->completes_while_spinning());
+    EXPECT_EQ(engine_->inflight(), 0u);
+  }
 }
 
 }  // namespace
