@@ -8,12 +8,12 @@
 // io-wq worker, and the device's cache flush that an fdatasync issues is
 // dispatched by the block layer's kblockd worker on the submitting CPU.
 // The spin yields each turn, but sched_yield gives the CPU only to threads
-// of the spinner's own scheduling group (with autogroups: its session), so
-// kblockd, in the root group, waited out the whole spin: a traced
-// write+fsync at iodepth 1 had its flush reach the device 55 us late, once
-// per fsync, with the 50 us default spin (measured 2026-12-06,
-// docs/perf/fsync-2026-12-06.md). A flush takes longer than the spin on
-// any disk with a volatile cache anyway.
+// of the spinner's own scheduling group (with autogroups, its process
+// group's), so kblockd, in the root group, waits out the whole spin: in a
+// traced write+fsync at iodepth 1 the flush reached the device 55 us after
+// the fsync was queued, with the 50 us default spin, and 8 us (median)
+// without it (docs/perf/fsync-2026-12-06.md). A flush takes longer than the
+// spin on any disk with a volatile cache anyway.
 #pragma once
 
 #include "io/io_engine.h"
