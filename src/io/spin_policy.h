@@ -8,12 +8,13 @@
 // io-wq worker, and the device's cache flush that an fdatasync issues is
 // dispatched by the block layer's kblockd worker on the submitting CPU.
 // The spin yields each turn, but sched_yield gives the CPU only to threads
-// of the spinner's own scheduling group (with autogroups, its process
-// group's), so kblockd, in the root group, waits out the whole spin: in a
-// traced write+fsync at iodepth 1 the flush reached the device 55 us after
-// the fsync was queued, with the 50 us default spin, and 8 us (median)
-// without it (docs/perf/fsync-2026-12-06.md). A flush takes longer than the
-// spin on any disk with a volatile cache anyway.
+// of the spinner's own scheduling group (with autogroups, the daemon's
+// own), so kblockd, in the root group, may wait out the whole spin: in
+// write+fsync at iodepth 1 traced beside a build, the flush reached the
+// device 37 us (median) after it was queued with the 50 us default spin,
+// and 9-14 us without it (docs/perf/fsync-2026-12-06.md). A flush takes
+// longer than the spin on any disk with a volatile cache anyway. (A lone
+// flush on a borrowed ring is not queued at all: io/flush_policy.h.)
 #pragma once
 
 #include "io/io_engine.h"

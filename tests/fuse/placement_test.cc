@@ -151,13 +151,13 @@ TEST(PlacementTest, InlineSpinsForTheLoneCompletion) {
   }
 }
 
-// No spin for a flush (io/spin_policy.h): at iodepth 1 with an fsync after
-// every write, the queue thread spins for each image write's completion but
-// sleeps at once while the image's fdatasync runs (on a kernel worker that
-// the spin would keep off the CPU). So the spins find about one completion
-// per write, not one per write and one per flush, even with spins long
-// enough to outlast any flush; every fsync reaches the image as a flush,
-// and the data reads back.
+// No spin for a flush: at iodepth 1 with an fsync after every write, the
+// queue thread spins for each image write's completion, but not for the
+// image's fdatasync, which it runs itself (io/flush_policy.h; queued on the
+// ring, as at depth, it would not spin for it either: io/spin_policy.h).
+// So the spins find about one completion per write, not one per write and
+// one per flush, even with spins long enough to outlast any flush; every
+// fsync reaches the image as a flush, and the data reads back.
 TEST(PlacementTest, InlineSleepsThroughAFlush) {
   PVDISK_REQUIRE_FUSE_URING();
   TempDir dir;
