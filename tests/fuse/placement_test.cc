@@ -157,8 +157,9 @@ TEST(PlacementTest, InlineSpinsForTheLoneCompletion) {
 // ring, as at depth, it would not spin for it either: io/spin_policy.h).
 // So the spins find about one completion per write, not one per write and
 // one per flush, even with spins long enough to outlast any flush; every
-// fsync reaches the image as a flush, and the data reads back.
-TEST(PlacementTest, InlineSleepsThroughAFlush) {
+// fsync reaches the image as a flush, and the data reads back. Then
+// discards, which always go to the ring: no spin finds one.
+TEST(PlacementTest, InlineSleepsThroughAFlushOrDiscard) {
   PVDISK_REQUIRE_FUSE_URING();
   TempDir dir;
   CreateImage(dir.Path("disk0.img"), 8 * kMiB);
@@ -192,6 +193,25 @@ TEST(PlacementTest, InlineSleepsThroughAFlush) {
   verify.push_back("--verify_only");
   ExpectFioClean(RunCommand(FioCommand(mount.Path("disk0.img"), verify),
                             std::chrono::seconds(120)));
+
+  // A discard always goes to the ring (io_uring runs the fallocate on an
+  // io-wq worker): the thread sleeps through it too, one at a time, and
+  // the range reads back as zeros.
+  ResetStats(mount.mountpoint());
+  Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
+  ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+  constexpr int kPunches = 256;
+  for (int i = 0; i < kPunches; ++i) {
+    ASSERT_EQ(fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                        off_t{i} * 8192, 4096),
+              0)
+        << std::strerror(errno);
+  }
+  stats = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_EQ(stats["reqs_discard"], static_cast<uint64_t>(kPunches));
+  EXPECT_LE(stats["polls_hit"], static_cast<uint64_t>(kPunches / 8))
+      << "the queue thread spun for discards";
+  EXPECT_EQ(PreadAll(fd.get(), 8192 * 7, 4096), std::string(4096, '\0'));
 }
 
 // The CPUs the daemon's FUSE uring queue threads may run on, as listed in
