@@ -9,8 +9,10 @@
 // completion then wakes the thread that answers, with no worker between
 // (docs/perf/fsync-2026-12-06.md). With other I/O in flight, or on a ring
 // of the engine's own (a backend thread that waits in Run()), the flush
-// stays asynchronous, so that it never holds back completions that are
-// ready before it.
+// stays asynchronous, so that it never holds back this engine's
+// completions. Other engines on the same borrowed ring (other disks of the
+// mount) are not asked: their I/O and new FUSE requests on that queue wait
+// for the fdatasync (at most the device's flush time).
 #pragma once
 
 #include <cstdint>
