@@ -42,6 +42,9 @@ class EngineDecorator : public IoEngine {
     return inner_->RunUntil(deadline_ns, out);
   }
   uint32_t inflight() const override { return inner_->inflight(); }
+  bool completes_while_spinning() const override {
+    return inner_->completes_while_spinning();
+  }
   void OfferBuffers(std::vector<iovec> buffers) override {
     inner_->OfferBuffers(std::move(buffers));
   }

@@ -133,6 +133,13 @@ class IoEngine {
   // Requests accepted by Queue() whose completion Run() has not returned yet.
   virtual uint32_t inflight() const = 0;
 
+  // Whether a thread that spins on its CPU for the completion of what is in
+  // flight (--poll-us), instead of sleeping, could see it come: false while
+  // some of it waits for a kernel thread to run on that CPU first (the
+  // uring engine's flushes: io/spin_policy.h), which the spin would only
+  // keep off the CPU. Callers then sleep at once. Default: true.
+  virtual bool completes_while_spinning() const { return true; }
+
   // Offers memory that requests will use, so that an engine can register it
   // once (io_uring fixed buffers) instead of per request. Buffer i is what
   // IoRequest::buffer_index == i refers to. Optional: the default ignores

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,9 +18,11 @@
 #include "absl/strings/str_cat.h"
 #include "base/errno_status.h"
 #include "io/deadline.h"
+#include "io/flush_policy.h"
 #include "io/iov_cursor.h"
 #include "io/request_check.h"
 #include "io/ring_lender.h"
+#include "io/spin_policy.h"
 
 namespace pvdisk::io {
 namespace {
@@ -118,6 +121,9 @@ class UringEngine final : public IoEngine, public CqeSink {
     return RunWith(/*wait=*/true, deadline_ns, out);
   }
   uint32_t inflight() const override { return inflight_; }
+  bool completes_while_spinning() const override {
+    return worker_inflight_ == 0;
+  }
   void OfferBuffers(std::vector<iovec> buffers) override {
     offered_buffers_ = std::move(buffers);
   }
@@ -186,6 +192,9 @@ class UringEngine final : public IoEngine, public CqeSink {
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   uint32_t inflight_ = 0;
+  // Of those, the ones whose completion waits for a kernel thread
+  // (io/spin_policy.h).
+  uint32_t worker_inflight_ = 0;
 
   std::vector<std::unique_ptr<WakeWatch>> wakes_;
   uint32_t armed_wakes_ = 0;
@@ -333,6 +342,14 @@ int UringEngine::Queue(const IoRequest& request) {
     return rc;
   }
   if (free_slots_.empty()) return -EBUSY;
+  if (request.op == IoOp::kFlush &&
+      FlushOnCallingThread(borrowed(), inflight_)) {
+    // Answered by the owner's next Run() (RunWith hands out
+    // lent_completions_), as a completion from the ring would be.
+    const int rc = fdatasync(fds_[request.file]) == 0 ? 0 : -errno;
+    lent_completions_.push_back(IoCompletion{request.tag, rc, false});
+    return 0;
+  }
 
   const uint32_t index = free_slots_.back();
   Slot& slot = slots_[index];
@@ -356,6 +373,7 @@ int UringEngine::Queue(const IoRequest& request) {
   if (int rc = PrepSlot(index); rc < 0) return rc;
   free_slots_.pop_back();
   ++inflight_;
+  if (CompletionNeedsKernelThread(slot.op)) ++worker_inflight_;
   return 0;
 }
 
@@ -531,6 +549,7 @@ int UringEngine::Finish(uint32_t index, int64_t result,
                         std::vector<IoCompletion>& out) {
   free_slots_.push_back(index);
   --inflight_;
+  if (CompletionNeedsKernelThread(slots_[index].op)) --worker_inflight_;
   if (shutting_down_) return 0;
   out.push_back(IoCompletion{slots_[index].tag, result, false});
   return 1;

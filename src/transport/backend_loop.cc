@@ -500,7 +500,10 @@ uint32_t BackendLoop::DrivenPollUs() const {
   // run while the driver spins there. (Measured: spinning for the next
   // request too gained nothing at rr4k_qd1, 2026-12-02.)
   if (!driven_ || engine_ == nullptr || engine_->inflight() == 0) return 0;
-  return ShouldPoll() ? options_.poll_us : 0;
+  if (!ShouldPoll()) return 0;
+  // Nor while the completion needs another thread on this CPU first (a
+  // flush: io/spin_policy.h); the spin would only hold it back.
+  return engine_->completes_while_spinning() ? options_.poll_us : 0;
 }
 
 void BackendLoop::CountPollHit() {

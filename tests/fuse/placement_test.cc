@@ -151,6 +151,69 @@ TEST(PlacementTest, InlineSpinsForTheLoneCompletion) {
   }
 }
 
+// No spin for a flush: at iodepth 1 with an fsync after every write, the
+// queue thread spins for each image write's completion, but not for the
+// image's fdatasync, which it runs itself (io/flush_policy.h; queued on the
+// ring, as at depth, it would not spin for it either: io/spin_policy.h).
+// So the spins find about one completion per write, not one per write and
+// one per flush, even with spins long enough to outlast any flush; every
+// fsync reaches the image as a flush, and the data reads back. Then
+// discards, which always go to the ring: no spin finds one.
+TEST(PlacementTest, InlineSleepsThroughAFlushOrDiscard) {
+  PVDISK_REQUIRE_FUSE_URING();
+  TempDir dir;
+  CreateImage(dir.Path("disk0.img"), 8 * kMiB);
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", dir.Path("disk0.img"), "--fuse-io", "uring",
+               "--placement", "inline", "--poll-us", "20000"});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  const std::vector<std::string> job = {"--rw=randwrite", "--bs=4k",
+                                        "--iodepth=1",    "--fsync=1",
+                                        "--size=2M",      "--verify=crc32c"};
+  std::vector<std::string> write = job;
+  write.push_back("--do_verify=0");
+  ExpectFioClean(RunCommand(FioCommand(mount.Path("disk0.img"), write),
+                            std::chrono::seconds(120)));
+  DiskStats stats = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_EQ(stats["errors"], 0u);
+  EXPECT_EQ(stats["inflight"], 0u);
+  const uint64_t writes = stats["reqs_write"];
+  EXPECT_EQ(writes, 512u);  // 2 MiB of 4 KiB writes, one at a time
+  // fio follows every write with an fsync but the last (it ends the job).
+  EXPECT_GE(stats["reqs_flush"], writes - 1);
+  // As in InlineSpinsForTheLoneCompletion, another event may end a spin
+  // before the write's completion, hence the loose bound; a spin per flush
+  // would count about twice the writes.
+  EXPECT_LE(stats["polls_hit"], writes + writes / 4)
+      << "the queue thread spun for flushes";
+  EXPECT_GT(stats["polls_hit"], writes / 2)
+      << "one write at a time, yet the spins rarely found its completion";
+
+  std::vector<std::string> verify = job;
+  verify.push_back("--verify_only");
+  ExpectFioClean(RunCommand(FioCommand(mount.Path("disk0.img"), verify),
+                            std::chrono::seconds(120)));
+
+  // A discard always goes to the ring (io_uring runs the fallocate on an
+  // io-wq worker): the thread sleeps through it too, one at a time, and
+  // the range reads back as zeros.
+  ResetStats(mount.mountpoint());
+  Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
+  ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+  constexpr int kPunches = 256;
+  for (int i = 0; i < kPunches; ++i) {
+    ASSERT_EQ(fallocate(fd.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                        off_t{i} * 8192, 4096),
+              0)
+        << std::strerror(errno);
+  }
+  stats = StatsOf(mount.mountpoint(), "disk0.img");
+  EXPECT_EQ(stats["reqs_discard"], static_cast<uint64_t>(kPunches));
+  EXPECT_LE(stats["polls_hit"], static_cast<uint64_t>(kPunches / 8))
+      << "the queue thread spun for discards";
+  EXPECT_EQ(PreadAll(fd.get(), 8192 * 7, 4096), std::string(4096, '\0'));
+}
+
 // The CPUs the daemon's FUSE uring queue threads may run on, as listed in
 // /proc (e.g. "0", "0-1"), indexed by queue (thread pvdisk-fuse-qN).
 std::vector<std::string> QueueThreadCpus(pid_t pid) {

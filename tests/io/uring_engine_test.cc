@@ -1,5 +1,6 @@
 // io_uring specifics: the ring belongs to the thread that uses the engine, the
 // depth limit, and clean shutdown with reads still armed.
+#include <liburing.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -13,7 +14,10 @@
 #include "engine_test_util.h"
 #include "gtest/gtest.h"
 #include "io/engine_factory.h"
+#include "io/flush_policy.h"
 #include "io/io_engine.h"
+#include "io/ring_lender.h"
+#include "io/spin_policy.h"
 #include "temp_dir.h"
 
 namespace pvdisk::io::testing {
@@ -247,6 +251,156 @@ TEST(UringFaultEngineTest, FaultWrapperForwardsFixedBuffers) {
   faulty.buffer_index = 0;
   EXPECT_EQ(Do(**engine, faulty), -EIO);
   EXPECT_EQ(ReadFileRange(path, 8192, 4096), std::string(4096, 'F'));
+}
+
+// Which ops' completions wait for a kernel thread on the submitting CPU
+// (io/spin_policy.h): io_uring's fsync and fallocate always run on an io-wq
+// worker; reads and writes of an O_DIRECT image do not.
+TEST(SpinPolicyTest, FlushesAndFallocatesNeedAKernelThread) {
+  EXPECT_FALSE(CompletionNeedsKernelThread(IoOp::kRead));
+  EXPECT_FALSE(CompletionNeedsKernelThread(IoOp::kWrite));
+  EXPECT_TRUE(CompletionNeedsKernelThread(IoOp::kFlush));
+  EXPECT_TRUE(CompletionNeedsKernelThread(IoOp::kDiscard));
+  EXPECT_TRUE(CompletionNeedsKernelThread(IoOp::kWriteZeroes));
+}
+
+// The engine says a spin could catch its completions while only reads and
+// writes are in flight, and not while a flush or a discard is, until Run()
+// has returned that request's completion.
+TEST_F(UringEngineTest, NoSpinWhileAFlushOrDiscardIsInFlight) {
+  SetUpWithDepth(4);
+  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+  EXPECT_TRUE(engine_->completes_while_spinning());  // nothing in flight
+  AlignedBuffer buffer(8192);
+  std::memset(buffer.data(), 'S', buffer.size());
+  std::vector<iovec> w = {{buffer.data(), 4096}};
+  std::vector<iovec> r = {{buffer.data() + 4096, 4096}};
+  ASSERT_EQ(engine_->Queue(Rw(IoOp::kWrite, 0, w, 1)), 0);
+  ASSERT_EQ(engine_->Queue(Rw(IoOp::kRead, 8192, r, 2)), 0);
+  EXPECT_TRUE(engine_->completes_while_spinning());
+  Collect(*engine_, 2);
+
+  for (IoOp op : {IoOp::kFlush, IoOp::kDiscard, IoOp::kWriteZeroes}) {
+    SCOPED_TRACE(static_cast<int>(op));
+    ASSERT_EQ(engine_->Queue(Rw(IoOp::kWrite, 0, w, 3)), 0);
+    ASSERT_EQ(
+        engine_->Queue(Range(op, 65536, op == IoOp::kFlush ? 0 : 4096, 4)), 0);
+    EXPECT_FALSE(engine_->completes_while_spinning());
+    // Until the flush's own completion has been returned, whatever else
+    // completes first.
+    bool returned = false;
+    for (size_t got = 0; got < 2;) {
+      std::vector<IoCompletion> batch;
+      ASSERT_GE(engine_->Run(/*wait=*/true, batch), 0);
+      for (const IoCompletion& c : batch) {
+        // The write, or the flush (0) or discard (its length).
+        EXPECT_EQ(c.result, c.tag == 4 && op == IoOp::kFlush ? 0 : 4096);
+        returned |= c.tag == 4;
+        ++got;
+      }
+      EXPECT_EQ(engine_->completes_while_spinning(), returned);
+    }
+    EXPECT_TRUE(engine_->completes_while_spinning());
+    EXPECT_EQ(engine_->inflight(), 0u);
+  }
+}
+
+// A flush runs on the calling thread only on a borrowed ring with nothing
+// else of the engine's in flight (io/flush_policy.h).
+TEST(FlushPolicyTest, OnTheCallingThreadOnlyAloneOnABorrowedRing) {
+  EXPECT_TRUE(FlushOnCallingThread(/*borrowed=*/true, /*inflight=*/0));
+  EXPECT_FALSE(FlushOnCallingThread(/*borrowed=*/true, /*inflight=*/1));
+  EXPECT_FALSE(FlushOnCallingThread(/*borrowed=*/false, /*inflight=*/0));
+  EXPECT_FALSE(FlushOnCallingThread(/*borrowed=*/false, /*inflight=*/3));
+}
+
+// The least of a FUSE queue thread's ring that an engine can borrow: the
+// ring, and the routing of its CQEs to the borrowing engine.
+class LentRing final : public RingLender {
+ public:
+  LentRing() { ok_ = io_uring_queue_init(16, &ring_, 0) == 0; }
+  ~LentRing() override {
+    if (ok_) io_uring_queue_exit(&ring_);
+  }
+  bool ok() const { return ok_; }
+  io_uring* ring() override { return &ring_; }
+  uint64_t Lend(CqeSink* sink) override {
+    sink_ = sink;
+    return uint64_t{1} << kSinkBits;
+  }
+  void Unlend(uint64_t) override { sink_ = nullptr; }
+  int AddFixedBuffers(const std::vector<iovec>&) override { return -1; }
+  int FixedBufferFor(const void*, size_t) override { return -1; }
+  // Submits what the engine queued, waits for one CQE and routes every one
+  // there is.
+  void SubmitWaitAndRoute() {
+    io_uring_cqe* cqe = nullptr;
+    ASSERT_GE(io_uring_submit_and_wait(&ring_, 1), 0);
+    unsigned head;
+    unsigned seen = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++seen;
+      if (sink_ != nullptr) sink_->OnCqe(cqe->user_data, cqe->res);
+    }
+    io_uring_cq_advance(&ring_, seen);
+  }
+
+ private:
+  io_uring ring_{};
+  bool ok_ = false;
+  CqeSink* sink_ = nullptr;
+};
+
+class LentUringEngineTest : public EngineFixture, public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!owner_.ok()) GTEST_SKIP() << "io_uring unavailable";
+    EngineOptions options;
+    options.kind = EngineKind::kUring;
+    options.depth = 4;
+    options.ring_lender = &owner_;
+    SetUpEngine(options, skip_reason_);
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+  }
+  // The engine goes before the ring, as the inline driver releases it.
+  void TearDown() override { engine_.reset(); }
+
+  LentRing owner_;
+  std::string skip_reason_;
+};
+
+// On a borrowed ring, a flush with nothing else in flight is done by the
+// time Queue() returns (no SQE for the ring's owner to submit), and the
+// next Run() answers it; a flush queued behind a write goes to the ring and
+// completes there, after the write it covers.
+TEST_F(LentUringEngineTest, ALoneFlushRunsOnTheCallingThread) {
+  ASSERT_EQ(engine_->Queue(Range(IoOp::kFlush, 0, 0, 7)), 0);
+  EXPECT_EQ(io_uring_sq_ready(owner_.ring()), 0u)
+      << "the flush went to io_uring";
+  std::vector<IoCompletion> done;
+  EXPECT_EQ(engine_->Run(/*wait=*/false, done), 1);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].tag, 7u);
+  EXPECT_EQ(done[0].result, 0);
+  EXPECT_EQ(engine_->inflight(), 0u);
+
+  AlignedBuffer buffer(4096);
+  std::memset(buffer.data(), 'L', buffer.size());
+  std::vector<iovec> w = {{buffer.data(), 4096}};
+  ASSERT_EQ(engine_->Queue(Rw(IoOp::kWrite, 4096, w, 8)), 0);
+  ASSERT_EQ(engine_->Queue(Range(IoOp::kFlush, 0, 0, 9)), 0);
+  EXPECT_EQ(io_uring_sq_ready(owner_.ring()), 2u)
+      << "a flush behind a write in flight must go to the ring";
+  done.clear();
+  for (int turns = 0; done.size() < 2 && turns < 100; ++turns) {
+    owner_.SubmitWaitAndRoute();
+    ASSERT_GE(engine_->Run(/*wait=*/false, done), 0);
+  }
+  ASSERT_EQ(done.size(), 2u);
+  for (const IoCompletion& c : done) {
+    EXPECT_EQ(c.result, c.tag == 8 ? 4096 : 0) << c.tag;
+  }
+  EXPECT_EQ(ReadFileRange(image_path_, 4096, 4096), std::string(4096, 'L'));
 }
 
 }  // namespace
