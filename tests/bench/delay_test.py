@@ -18,7 +18,7 @@ HEAD = ["delay_us", "config", "placement", "iodepth", "iops", "clat_mean_us",
 class DelayTest(benchtest.OneRun):
     @classmethod
     def start(cls, scratch):
-        return scratch.run("delay", "--delays", "1000:2", "--runtime", "1",
+        return scratch.run("delay", "--delays", "1000:2", "--runtime", "0.5",
                            "--cap-delay", "1000", "--cap-depth", "16",
                            "--cap", "8", "--cap-fuse-depth", "32",
                            "--ceiling-depths", "2", "--image-size", "64M",
@@ -93,7 +93,7 @@ class FloorTest(benchtest.OneRun):
     own cap check, and the ceiling at the rows' iodepths."""
     @classmethod
     def start(cls, scratch):
-        return scratch.run("delay", "--delays", "1000:2", "--runtime", "1",
+        return scratch.run("delay", "--delays", "1000:2", "--runtime", "0.5",
                            "--configs", "default,floor,floor-spin",
                            "--cap-delay", "1000", "--cap-depth", "16",
                            "--cap", "4", "--cap-fuse-depth", "32",
