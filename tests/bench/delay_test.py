@@ -15,7 +15,15 @@ HEAD = ["delay_us", "config", "placement", "iodepth", "iops", "clat_mean_us",
         "ratio", "verdict", "pvdisk_mean_us", "pvdisk_p50_us"]
 
 
-class DelayTest(benchtest.OneRun):
+class DelayJson:
+    """What one bench/delay run wrote, for the OneRun tests of its runs."""
+
+    def load(self):
+        with open(os.path.join(self.scratch.out, "delay.json")) as f:
+            return json.load(f)
+
+
+class DelayTest(DelayJson, benchtest.OneRun):
     @classmethod
     def start(cls, scratch):
         return scratch.run("delay", "--delays", "1000:2", "--runtime", "0.5",
@@ -23,10 +31,6 @@ class DelayTest(benchtest.OneRun):
                            "--cap", "8", "--cap-fuse-depth", "32",
                            "--ceiling-depths", "2", "--image-size", "64M",
                            "--out", scratch.out)
-
-    def load(self):
-        with open(os.path.join(self.scratch.out, "delay.json")) as f:
-            return json.load(f)
 
     def test_table_has_a_row_per_run(self):
         header = "| " + " | ".join(HEAD) + " |"
@@ -88,7 +92,7 @@ class DelayTest(benchtest.OneRun):
                       "| iops_for_1000us |", self.result.stdout)
 
 
-class FloorTest(benchtest.OneRun):
+class FloorTest(DelayJson, benchtest.OneRun):
     """The floor configs beside pvdisk's default: rows of each, the floor's
     own cap check, and the ceiling at the rows' iodepths."""
     @classmethod
@@ -99,10 +103,6 @@ class FloorTest(benchtest.OneRun):
                            "--cap", "4", "--cap-fuse-depth", "32",
                            "--ceiling-depths", "rows", "--image-size", "64M",
                            "--out", scratch.out)
-
-    def load(self):
-        with open(os.path.join(self.scratch.out, "delay.json")) as f:
-            return json.load(f)
 
     def test_rows_of_each_config(self):
         rows = self.load()["rows"]
