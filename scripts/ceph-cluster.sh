@@ -151,15 +151,21 @@ cluster.shutdown()
 EOF
 }
 
-# PIDs recorded in DIR/pids that still run (a zombie counts as gone: PID 1
-# here reaps only every few seconds).
+# True while PID runs (a zombie counts as gone: PID 1 here reaps only
+# every few seconds).
+pid_runs() {
+  local state
+  state=$(ps -o stat= -p "$1" 2>/dev/null || true)
+  [ -n "$state" ] && [ "${state:0:1}" != Z ]
+}
+
+# PIDs recorded in DIR/pids that still run.
 live_pids() {
-  local pid state
+  local pid
   [ -f "$1/pids" ] || return 0
   while read -r pid; do
     [ -n "$pid" ] || continue
-    state=$(ps -o stat= -p "$pid" 2>/dev/null || true)
-    if [ -n "$state" ] && [ "${state:0:1}" != Z ]; then echo "$pid"; fi
+    if pid_runs "$pid"; then echo "$pid"; fi
   done <"$1/pids"
 }
 
@@ -176,16 +182,24 @@ record_pid() {
   fail "no PID file $pidfile appeared; see the logs in $dir/log"
 }
 
+# Stops the daemons in the reverse order of start, each waited for before
+# the next: the OSD first, while the monitor still answers the "mark me
+# down" it sends as it stops (with the monitor gone it waits
+# osd_mon_shutdown_timeout, 5 s, for that answer). Up to 10 s a daemon,
+# then SIGKILL.
 stop_cluster() {
-  local dir=$1 pids
+  local dir=$1 pid pids deadline
+  if [ -f "$dir/pids" ]; then
+    for pid in $(tac "$dir/pids"); do
+      if [ -z "$pid" ] || ! pid_runs "$pid"; then continue; fi
+      kill -TERM "$pid" 2>/dev/null || true
+      deadline=$((SECONDS + 10))
+      while pid_runs "$pid" && [ "$SECONDS" -lt "$deadline" ]; do
+        sleep 0.05
+      done
+    done
+  fi
   pids=$(live_pids "$dir")
-  # shellcheck disable=SC2086
-  [ -z "$pids" ] || kill -TERM $pids 2>/dev/null || true
-  for _ in $(seq 1 100); do
-    pids=$(live_pids "$dir")
-    [ -n "$pids" ] || break
-    sleep 0.1
-  done
   if [ -n "$pids" ]; then
     # shellcheck disable=SC2086
     kill -KILL $pids 2>/dev/null || true
