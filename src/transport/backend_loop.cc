@@ -482,6 +482,10 @@ bool BackendLoop::FinalChecks() {
   return more;
 }
 
+bool BackendLoop::OneAtATime() const {
+  return depth_ewma_ < kPollDepthLimit * kEwmaScale;
+}
+
 bool BackendLoop::ShouldPoll() const {
   // Polling pays when requests come one at a time: a wake-up (for the
   // completion of the lone I/O, then for the kick of the next request) is
@@ -490,7 +494,24 @@ bool BackendLoop::ShouldPoll() const {
   // only takes a core from the threads that feed us (measured: polling
   // before every sleep cost sr128k_qd8 a quarter of its throughput;
   // measured 2026-11-30).
-  return options_.poll_us > 0 && depth_ewma_ < kPollDepthLimit * kEwmaScale;
+  if (options_.poll_us == 0 || !OneAtATime()) return false;
+  if (follow_.cpu() == KickFollow::kAnyCpu) return true;
+  // On the kicker's CPU the next request's sender needs this CPU to send
+  // it (as for a driven loop, DrivenPollUs): poll only for a completion
+  // already on its way, and only where spinning lets it come.
+  return engine_ != nullptr && engine_->inflight() > 0 &&
+         engine_->completes_while_spinning();
+}
+
+void BackendLoop::FollowKicks(BackendAffinity& affinity) {
+  int kick_cpu = KickFollow::kAnyCpu;
+  for (QueueState& state : queues_) {
+    const EventFd::SignalSource source = state.queue.kick->LastSignal();
+    if (source.count == state.kicks_seen) continue;
+    state.kicks_seen = source.count;
+    kick_cpu = source.cpu;
+  }
+  if (follow_.Round(OneAtATime(), kick_cpu)) affinity.Apply(follow_.cpu());
 }
 
 uint32_t BackendLoop::DrivenPollUs() const {
@@ -590,6 +611,7 @@ bool BackendLoop::RunRound() {
 
 void BackendLoop::Run() {
   std::vector<io::IoCompletion> completions;
+  BackendAffinity affinity;  // the CPUs this thread was started with
   for (;;) {
     bool capped = false;
     for (uint32_t q = 0; q < queues_.size(); ++q) {
@@ -628,6 +650,7 @@ void BackendLoop::Run() {
     fixed_buffers_.store(engine_->uses_fixed_buffers(),
                          std::memory_order_relaxed);
     AnswerCompletions(completions);
+    FollowKicks(affinity);
   }
 }
 

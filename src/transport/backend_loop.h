@@ -50,6 +50,7 @@
 #include "transport/event_fd.h"
 #include "transport/grant_mapper.h"
 #include "transport/interrupt_handler.h"
+#include "transport/kick_follow.h"
 
 namespace pvdisk::transport {
 
@@ -179,6 +180,7 @@ class BackendLoop {
     bool broken = false;
     bool stop_reported = false;  // frontend->OnRingStopped() was called
     bool has_responses = false;
+    uint32_t kicks_seen = 0;  // the kick's LastSignal().count last looked at
   };
 
   // Makes the first engine and (unless driven) watches the kicks.
@@ -206,9 +208,16 @@ class BackendLoop {
   bool AtCap() const;
   // Final checks on every ring that could take more; true if work arrived.
   bool FinalChecks();
-  // Whether to poll before sleeping: only while requests come one at a time
-  // (the average depth at submission below kPollDepthLimit).
+  // Whether requests come one at a time: the average depth at submission
+  // below kPollDepthLimit.
+  bool OneAtATime() const;
+  // Whether to poll before sleeping: only while requests come one at a
+  // time; on the kicker's CPU (kick_follow.h) only for a completion on its
+  // way.
   bool ShouldPoll() const;
+  // The backend thread's turn of KickFollow: after each wake-up, moves the
+  // thread to the CPU its kicks come from, or lets it go.
+  void FollowKicks(BackendAffinity& affinity);
   // Folds the engine's depth after a submission into depth_ewma_.
   void RecordDepth();
   // Spins up to poll_us for a request or a completion (appended to
@@ -242,6 +251,9 @@ class BackendLoop {
   // Moving average of the engine's depth right after each submission, in
   // 1/kEwmaScale units.
   int64_t depth_ewma_ = 0;
+
+  // Where the backend thread runs (its own thread only, see FollowKicks).
+  KickFollow follow_;
 
   // Driven by RunRound(): the kicks are the driver's to watch.
   bool driven_ = false;

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <memory>
@@ -32,8 +34,10 @@ class EventFd {
   EventFd& operator=(const EventFd&) = delete;
 
   // Adds one to the counter, waking a reader. Never blocks (the counter
-  // cannot realistically reach its 2^64-2 limit).
+  // cannot realistically reach its 2^64-2 limit). Notes the CPU it ran on
+  // (LastSignal()).
   void Signal() {
+    NoteSignal();
     uint64_t one = 1;
     while (write(fd_, &one, sizeof(one)) < 0 && errno == EINTR) {
     }
@@ -60,9 +64,38 @@ class EventFd {
 
   int fd() const { return fd_; }
 
+  // Where the latest Signal() in this process came from, for a reader that
+  // follows its signaller (kick_follow.h): `count` changes with every
+  // signal (it may skip values when two signal at once), `cpu` is the CPU
+  // the signaller ran on, or -1 if unknown. A signal written to the fd by
+  // another process is not seen here. Any thread.
+  struct SignalSource {
+    uint32_t count = 0;
+    int cpu = -1;
+  };
+  SignalSource LastSignal() const {
+    const uint64_t packed = last_signal_.load(std::memory_order_relaxed);
+    return {static_cast<uint32_t>(packed >> 32),
+            static_cast<int>(static_cast<uint32_t>(packed)) - 1};
+  }
+
  private:
   explicit EventFd(int fd) : fd_(fd) {}
+
+  // The count in the high half, the CPU + 1 in the low half (0: unknown).
+  // A plain load and store: racing signallers may lose a count, never the
+  // fact that one came.
+  void NoteSignal() {
+    const int cpu = sched_getcpu();
+    const uint64_t count =
+        (last_signal_.load(std::memory_order_relaxed) >> 32) + 1;
+    last_signal_.store(
+        (count << 32) | static_cast<uint32_t>(cpu < 0 ? 0 : cpu + 1),
+        std::memory_order_relaxed);
+  }
+
   int fd_;
+  std::atomic<uint64_t> last_signal_{0};
 };
 
 }  // namespace pvdisk::transport
