@@ -382,6 +382,10 @@ class RbdEngine final : public IoEngine, public CqeSink {
         continue;
       }
       if (pending->deadline_ns > now) break;
+      // Read before the move: once abandoned, librbd's callback may delete
+      // the request at any moment.
+      const uint64_t tag = pending->tag;
+      const size_t index = pending->index;
       int expected = kInFlight;
       if (!pending->state.compare_exchange_strong(expected, kAbandoned,
                                                   std::memory_order_acq_rel)) {
@@ -390,10 +394,9 @@ class RbdEngine final : public IoEngine, public CqeSink {
         continue;
       }
       expiring_.pop_front();
-      out.push_back({pending->tag, -EIO, /*wake=*/false});
+      out.push_back({tag, -EIO, /*wake=*/false});
       --inflight_;
-      const size_t index = pending->index;
-      (void)slots_[index].release();  // deleted by whoever collects it
+      (void)slots_[index].release();  // librbd's callback deletes it
       slots_[index] = std::make_unique<Pending>();
       slots_[index]->index = index;
       free_.push_back(slots_[index].get());
