@@ -84,9 +84,13 @@ class FloorDiskQueue final : public fuse::channel::RingCompanion {
   // the completion rather than sleep, which saves the thread's wake-up at
   // iodepth 1. With spin=held: spin whenever the engine holds a request,
   // for as long as it takes (a spin ends at the ring's next completion:
-  // a new request, a completion, or the delay's timeout).
+  // a new request, a completion, or the delay's timeout). Like the inline
+  // placement (BackendLoop::DrivenPollUs), no spin while the engine says
+  // a spin cannot see its completion come (io_engine.h: the rbd engine
+  // always, the uring engine while a flush is in flight).
   uint32_t PollUs() override {
     if (spin_while_held_) return InFlight() > 0 ? kHeldSpinUs : 0;
+    if (!engine_->completes_while_spinning()) return 0;
     return InFlight() > 0 && depth_avg_ < 2 * kAvgScale ? kPollUs : 0;
   }
   void Detach() override {

@@ -78,7 +78,7 @@ struct EngineOptions {
   // latency model, `--disk IMG,delay=US`; see delay_engine.h).
   std::optional<CompletionDelay> delay;
   // When set, the uring engine queues its I/O on this thread's ring instead
-  // of one of its own, and the rbd engine watches librbd's eventfd there
+  // of one of its own, and the rbd engine watches its completion mailbox there
   // (the inline placement; see io/ring_lender.h), and the delay model
   // queues its timer there. Other engines ignore it.
   RingLender* ring_lender = nullptr;

@@ -1,10 +1,11 @@
 // The rbd engine: serves requests from an RBD image through librbd's
 // asynchronous API (rbd_aio_readv/writev/flush/discard/write_zeroes), one
 // engine per backend thread, all sharing the disk's RbdImage. No thread per
-// request: completions are collected through the image's eventfd (see
-// rbd_image.h), which Run() polls together with the watched wake fds, or,
-// with options.ring_lender (the inline placement), which a poll armed on
-// the lent ring watches.
+// request: librbd's completion callback hands each finished request to the
+// mailbox of the engine that submitted it and signals the mailbox's
+// eventfd, which Run() polls together with the watched wake fds, or, with
+// options.ring_lender (the inline placement), which a poll armed on the
+// lent ring watches.
 // Every error the cluster reports reaches the caller as -EIO.
 #pragma once
 

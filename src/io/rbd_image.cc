@@ -1,6 +1,5 @@
 #include "io/rbd_image.h"
 
-#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +71,14 @@ absl::Status Configure(rados_t cluster, const RbdSpec& spec) {
       // the cache off wrote 352-437 IOPS with the scheduler and 511-555
       // without (docs/perf/compare-rbd-2026-12-02-scheduler-none.md).
       {"rbd_io_scheduler", "none"},
+      // librbd dispatches each request on the thread that submits it (the
+      // rbd engine's), not by posting it to its own io_context thread:
+      // that hand-off cost a futex wake-up and a context switch of that
+      // thread per request (docs/perf/rbd-gap-2026-12-06.md). Submitting
+      // does not block: the Objecter throttle, which could, is off (above),
+      // and librbd queues what waits for the exclusive lock or an image
+      // refresh.
+      {"rbd_non_blocking_aio", "false"},
   };
   for (const auto& [key, value] : settings) {
     int ret = rados_conf_set(cluster, key, value.c_str());
@@ -176,18 +183,6 @@ absl::StatusOr<std::unique_ptr<RbdImage>> RbdImage::Open(const RbdSpec& spec,
   char id[64] = {};
   if (rbd_get_id(image->image_, id, sizeof(id)) >= 0) image->id_ = id;
 
-  image->event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (image->event_fd_ < 0) {
-    return absl::InternalError(
-        absl::StrCat(name, ": eventfd: ", strerror(errno)));
-  }
-  ret = rbd_set_image_notification(image->image_, image->event_fd_,
-                                   EVENT_TYPE_EVENTFD);
-  if (ret < 0) {
-    return absl::InternalError(absl::StrCat(
-        name, ": cannot have librbd signal an eventfd: ", ErrnoText(ret)));
-  }
-
   struct stat& st = image->attributes_;
   st.st_mode = S_IFREG | (read_only ? 0444 : 0644);
   st.st_uid = geteuid();
@@ -213,7 +208,6 @@ RbdImage::~RbdImage() {
   }
   if (ioctx_ != nullptr) rados_ioctx_destroy(ioctx_);
   if (cluster_ != nullptr) rados_shutdown(cluster_);
-  if (event_fd_ >= 0) close(event_fd_);
 }
 
 bool RbdImage::CloseWithin(uint32_t seconds) {

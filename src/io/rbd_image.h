@@ -1,12 +1,7 @@
 // An open RBD image: the librados connection to its cluster, the pool's I/O
 // context and the librbd image handle, shared by every RbdEngine of one disk.
-// Control path, except for the completion hand-off the engines share
-// (DrainCompletions), which is the hot path.
-//
-// Completions reach the engines without a thread per request: librbd signals
-// the image's eventfd (rbd_set_image_notification) and whichever engine polls
-// it takes every finished completion (rbd_poll_io_events), handing each to
-// the engine that submitted it.
+// Control path. (Completions go from librbd's callback straight to the
+// engine that submitted the request: rbd_engine.cc.)
 #pragma once
 
 #include <rados/librados.h>
@@ -15,7 +10,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -60,31 +54,9 @@ class RbdImage {
   // flight (librbd gives the lock up only once its writes are done): OK
   // then too. Bounded by the timeout.
   absl::Status FenceDeadClient(const std::string& address);
-  // The eventfd librbd signals when a completion is ready (non-blocking).
-  int event_fd() const { return event_fd_; }
   // What the disk file shows: owned by the serving user, mode 0644 (0444
   // read-only), times of the open.
   const struct stat& attributes() const { return attributes_; }
-
-  // Takes every completion librbd has finished and calls
-  // `deliver(completion)` for each, under a lock, so that engines on several
-  // threads can poll one image. Hot path.
-  template <typename Deliver>
-  void DrainCompletions(Deliver&& deliver) {
-    std::lock_guard<std::mutex> lock(drain_mutex_);
-    rbd_completion_t batch[64];
-    for (;;) {
-      int got = rbd_poll_io_events(image_, batch, 64);
-      if (got <= 0) return;
-      for (int i = 0; i < got; ++i) deliver(batch[i]);
-      if (got < 64) return;
-    }
-  }
-
-  // The lock DrainCompletions holds: an engine that gives up on a request
-  // librbd still holds (RbdEngine's Expire) marks it under this lock, so
-  // that whichever engine collects its completion later sees the mark.
-  std::mutex& drain_mutex() { return drain_mutex_; }
 
   // Makes every write so far durable (rbd_flush); bounded by the timeout.
   absl::Status Flush();
@@ -99,14 +71,12 @@ class RbdImage {
   rados_t cluster_ = nullptr;
   rados_ioctx_t ioctx_ = nullptr;
   rbd_image_t image_ = nullptr;
-  int event_fd_ = -1;
   uint64_t size_bytes_ = 0;
   bool read_only_ = false;
   bool exclusive_lock_ = false;
   std::string client_address_;
   std::string id_;
   struct stat attributes_ = {};
-  std::mutex drain_mutex_;
 };
 
 }  // namespace pvdisk::io

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -22,6 +23,8 @@
 #include "backend_process_util.h"
 #include "fuse_harness.h"
 #include "gtest/gtest.h"
+#include "io/rbd_engine.h"
+#include "io/rbd_image.h"
 #include "rbd_harness.h"
 
 namespace pvdisk::rbd_testing {
@@ -58,9 +61,10 @@ class TestImage {
   std::string name_;
 };
 
-// Both placements in the daemon: inline (librbd's eventfd watched on each
-// FUSE queue thread's ring) and backend-thread (an engine thread polling
-// it). --backend process: RbdBackendProcessTest and the engine matrix.
+// Both placements in the daemon: inline (each engine's completion mailbox
+// watched on each FUSE queue thread's ring) and backend-thread (an engine
+// thread polling it). --backend process: RbdBackendProcessTest and the
+// engine matrix.
 const std::vector<std::string> kPlacements = {"inline", "backend-thread"};
 
 std::string PlacementTestName(const std::string& placement) {
@@ -195,8 +199,8 @@ TEST(RbdPlacementTest, AutoChoosesInlineOnTheUringChannel) {
   EXPECT_EQ(mount.Unmount().exit_code, 0);
 }
 
-// Two backend threads, each with its own engine, on one image: a completion
-// one engine collects for the other reaches it through its mailbox.
+// Two backend threads, each with its own engine, on one image: each
+// engine's completions reach it through its own mailbox.
 TEST(RbdBackendThreadsTest, TwoEnginesShareOneImage) {
   PVDISK_REQUIRE_FIO();
   PVDISK_REQUIRE_CLUSTER();
@@ -222,6 +226,103 @@ TEST(RbdBackendThreadsTest, TwoEnginesShareOneImage) {
   EXPECT_EQ(stats["inflight"], 0u);
   EXPECT_EQ(stats["errors"], 0u);
   EXPECT_EQ(mount.Unmount().exit_code, 0);
+}
+
+// The rbd engine alone, two of them on one image, each driven by a thread
+// of its own as the queue threads drive theirs: librbd's callbacks hand
+// every completion to the engine that submitted it (its tags only, each
+// once, the right length), what each wrote reads back, and neither asks
+// its caller to spin for a completion (a spin cannot see one come).
+TEST(RbdEngineTest, EachEngineGetsItsOwnCompletionsAndNeverAsksToSpin) {
+  PVDISK_REQUIRE_CLUSTER();
+  TestImage image(SharedClusterConf(), "engines", 8 * kMiB);
+  io::RbdSpec spec;
+  spec.pool = "rbd";
+  spec.image = image.name();
+  spec.conf = SharedClusterConf();
+  auto opened = io::RbdImage::Open(spec, /*read_only=*/false);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  io::RbdImage& rbd = **opened;
+  constexpr uint32_t kDepth = 16;
+  constexpr uint32_t kBlocks = 64;  // per engine, 4 KiB each
+  constexpr uint64_t kBlock = 4096;
+  std::string failures[2];
+  auto drive = [&](int who) {
+    std::string& failed = failures[who];
+    io::EngineOptions options;
+    options.depth = kDepth;
+    auto made = io::CreateRbdEngine(options, rbd);
+    if (!made.ok()) {
+      failed = std::string(made.status().message());
+      return;
+    }
+    io::IoEngine& engine = **made;
+    if (engine.completes_while_spinning()) failed = "asks to spin; ";
+    // Engine `who` owns blocks [who * kBlocks, (who + 1) * kBlocks); tags
+    // carry `who` in bit 32.
+    std::vector<std::vector<uint8_t>> data(kBlocks);
+    std::vector<iovec> iov(kBlocks);
+    std::vector<int> done(kBlocks, 0);
+    for (io::IoOp op : {io::IoOp::kWrite, io::IoOp::kRead}) {
+      std::fill(done.begin(), done.end(), 0);
+      uint32_t next = 0, finished = 0;
+      std::vector<io::IoCompletion> completions;
+      while (finished < kBlocks) {
+        while (next < kBlocks && engine.inflight() < kDepth) {
+          std::vector<uint8_t>& block = data[next];
+          block.assign(kBlock, 0);
+          if (op == io::IoOp::kWrite) {
+            for (uint64_t i = 0; i < kBlock; ++i) {
+              block[i] = static_cast<uint8_t>(who * 131 + next * 7 + i);
+            }
+          }
+          iov[next] = {block.data(), kBlock};
+          io::IoRequest request;
+          request.op = op;
+          request.offset =
+              (static_cast<uint64_t>(who) * kBlocks + next) * kBlock;
+          request.length = kBlock;
+          request.iov = &iov[next];
+          request.iov_count = 1;
+          request.tag = (uint64_t{static_cast<uint32_t>(who)} << 32) | next;
+          if (int rc = engine.Queue(request); rc != 0) {
+            failed += "queue failed: " + std::to_string(rc) + "; ";
+            return;
+          }
+          ++next;
+        }
+        completions.clear();
+        if (int got = engine.Run(/*wait=*/true, completions); got < 0) {
+          failed += "run failed: " + std::to_string(got) + "; ";
+          return;
+        }
+        for (const io::IoCompletion& c : completions) {
+          const uint32_t index = static_cast<uint32_t>(c.tag);
+          if (c.wake || (c.tag >> 32) != uint64_t(who) || index >= kBlocks ||
+              done[index]++ != 0 || c.result != int64_t{kBlock}) {
+            failed += "bad completion tag " + std::to_string(c.tag) +
+                      " result " + std::to_string(c.result) + "; ";
+            return;
+          }
+          ++finished;
+        }
+      }
+    }
+    for (uint32_t b = 0; b < kBlocks; ++b) {
+      for (uint64_t i = 0; i < kBlock; ++i) {
+        if (data[b][i] != static_cast<uint8_t>(who * 131 + b * 7 + i)) {
+          failed += "block " + std::to_string(b) + " reads back wrong; ";
+          return;
+        }
+      }
+    }
+    if (engine.inflight() != 0) failed += "requests left in flight; ";
+  };
+  std::thread first(drive, 0), second(drive, 1);
+  first.join();
+  second.join();
+  EXPECT_EQ(failures[0], "");
+  EXPECT_EQ(failures[1], "");
 }
 
 // --backend process: the backend process opens the RBD image itself (by
