@@ -23,6 +23,11 @@ class CqeSink {
   virtual ~CqeSink() = default;
   // One completion of an SQE the sink queued with its tag in user_data.
   virtual void OnCqe(uint64_t user_data, int32_t res) = 0;
+  // The sink's requests on the ring whose completion it has not been
+  // handed yet: I/O that would wait if the owner thread blocked (an armed
+  // read that waits for an event, such as a kick eventfd's, is not one).
+  // For RingLender::BorrowedInFlight. The default says none.
+  virtual uint32_t InFlight() const { return 0; }
 };
 
 class RingLender {
@@ -73,6 +78,14 @@ class RingLender {
   // stops for them, so that the owner's other work (a FUSE request that
   // just arrived) does not wait for the spin. The default says none.
   virtual bool HasWaitingCompletions() { return false; }
+  // The requests in flight on the ring of all the sinks it lends to
+  // (CqeSink::InFlight, summed): what a borrower that blocks the owner's
+  // thread (a flush run there: io/flush_policy.h) would hold up.
+  virtual uint32_t BorrowedInFlight() { return 0; }
+  // The requests the owner has taken and not yet answered (a FUSE queue
+  // thread's: those it holds from their arrival until their reply is
+  // committed). The default counts none.
+  virtual uint32_t RequestsOpen() { return 0; }
 };
 
 }  // namespace pvdisk::io

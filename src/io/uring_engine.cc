@@ -135,6 +135,8 @@ class UringEngine final : public IoEngine, public CqeSink {
     OnIoCqe(static_cast<uint32_t>(user_data & RingLender::kSinkMask), res,
             lent_completions_);
   }
+  // On a borrowed ring: the I/O its owner would hold up by blocking.
+  uint32_t InFlight() const override { return inflight_; }
 
  private:
   bool borrowed() const { return lender_ != nullptr; }
@@ -164,6 +166,19 @@ class UringEngine final : public IoEngine, public CqeSink {
   int Resubmit(uint32_t index, std::vector<IoCompletion>& out);
   int Finish(uint32_t index, int64_t result, std::vector<IoCompletion>& out);
   bool CanComplete() const { return inflight_ > 0 || armed_wakes_ > 0; }
+  // What the ring carries now, for a flush about to be queued
+  // (io/flush_policy.h).
+  FlushContext FlushAt() {
+    FlushContext at;
+    at.borrowed = borrowed();
+    at.engine_inflight = inflight_;
+    if (at.borrowed) {
+      at.ring_inflight = lender_->BorrowedInFlight();
+      at.requests_open = lender_->RequestsOpen();
+      at.completions_waiting = lender_->HasWaitingCompletions();
+    }
+    return at;
+  }
 
   std::vector<int> fds_;                    // by IoRequest::file
   const std::vector<uint64_t> file_bytes_;  // by IoRequest::file
@@ -342,8 +357,7 @@ int UringEngine::Queue(const IoRequest& request) {
     return rc;
   }
   if (free_slots_.empty()) return -EBUSY;
-  if (request.op == IoOp::kFlush &&
-      FlushOnCallingThread(borrowed(), inflight_)) {
+  if (request.op == IoOp::kFlush && FlushOnCallingThread(FlushAt())) {
     // Answered by the owner's next Run() (RunWith hands out
     // lent_completions_), as a completion from the ring would be.
     const int rc = fdatasync(fds_[request.file]) == 0 ? 0 : -errno;

@@ -14,6 +14,7 @@
 // image, so the count rises only when an engine really flushes. rbd keeps
 // no file (its flush is librbd's), so it is not here.
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -182,6 +183,84 @@ TEST_P(FlushReachesImageTest, FsyncThroughTheMountFsyncsTheImageFile) {
 INSTANTIATE_TEST_SUITE_P(EnginesAndPlacements, FlushReachesImageTest,
                          ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.name; });
+
+// Two disks on one FUSE queue thread (inline placement: both engines borrow
+// the thread's ring). One flushes after every write, in a loop, while the
+// other runs verified writes at depth 8 beside it: the flush then runs on
+// the thread only when nothing else is on the ring, and goes to the ring
+// otherwise (io/flush_policy.h). Either way every fdatasync through the
+// mount must reach the first image's file system after the write it
+// covers, with that write's bytes in the image, and the second disk's data
+// must read back.
+TEST(FlushBesideAnotherDiskTest,
+     EveryFlushReachesItsImageWhileTheOtherDiskWorks) {
+  PVDISK_REQUIRE_FUSE_URING();
+  TempDir dir;
+  const std::string backing = dir.MakeDir("backing");
+  CreateImage(backing + "/disk0.img", 8 * kMiB);
+  CreateImage(backing + "/disk1.img", 8 * kMiB);
+  FlushCountingMount image_fs(backing, dir.MakeDir("imagefs"));
+  ASSERT_TRUE(image_fs.ok()) << image_fs.Describe();
+  Mount mount(dir.MakeDir("mnt"),
+              {"--disk", image_fs.Path("disk0.img"), "--disk",
+               image_fs.Path("disk1.img"), "--fuse-io", "uring", "--placement",
+               "inline"});
+  ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
+  // Both on CPU 0: their requests come to the same FUSE queue thread.
+  cpu_set_t cpu0;
+  CPU_ZERO(&cpu0);
+  CPU_SET(0, &cpu0);
+  cpu_set_t before_pin;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(before_pin), &before_pin), 0);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(cpu0), &cpu0), 0);
+  const std::vector<std::string> job = {
+      "--rw=randwrite", "--bs=4k",         "--iodepth=8",     "--size=4M",
+      "--loops=4",      "--verify=crc32c", "--cpus_allowed=0"};
+  BackgroundProcess other(FioCommand(mount.Path("disk1.img"), job));
+  ASSERT_TRUE(other.started());
+
+  {
+    Fd fd = Open(mount.Path("disk0.img"), O_RDWR);
+    ASSERT_TRUE(fd.valid()) << std::strerror(errno);
+    Fd backing_fd = Open(backing + "/disk0.img", O_RDONLY);
+    ASSERT_TRUE(backing_fd.valid()) << std::strerror(errno);
+    // At least 64 flushes, and as many more as the other disk's job lasts.
+    int flushes = 0;
+    bool other_done = false;
+    for (; flushes < 64 || (!other_done && flushes < 4096); ++flushes) {
+      SCOPED_TRACE("flush " + std::to_string(flushes));
+      const uint64_t offset = static_cast<uint64_t>(flushes % 256) * 16384;
+      const std::string data = PatternBytes(1000 + flushes, 4096);
+      const FileTally before = image_fs.CountsOf("disk0.img");
+      PwriteAll(fd.get(), offset, data);
+      ASSERT_EQ(fdatasync(fd.get()), 0) << std::strerror(errno);
+      const FileTally after = image_fs.CountsOf("disk0.img");
+      ASSERT_GT(Syncs(after), Syncs(before))
+          << "fdatasync through the mount returned, but no FSYNC of the "
+             "image reached its file system";
+      ASSERT_GE(after.written_at_last_fsync, before.written + data.size())
+          << "the image's FSYNC arrived before the write it must cover";
+      ASSERT_EQ(
+          FirstDifference(data, PreadAll(backing_fd.get(), offset, data.size()),
+                          offset),
+          "");
+      if (!other_done) other_done = other.Wait(std::chrono::milliseconds(0));
+    }
+    EXPECT_GE(StatsOf(mount.mountpoint(), "disk0.img")["reqs_flush"],
+              static_cast<uint64_t>(flushes));
+    ASSERT_EQ(fd.Close(), 0) << std::strerror(errno);
+  }
+  ASSERT_TRUE(other.Wait(std::chrono::seconds(120)));
+  ExpectFioClean(other.result());
+  ASSERT_EQ(sched_setaffinity(0, sizeof(before_pin), &before_pin), 0);
+  for (const char* name : {"disk0.img", "disk1.img"}) {
+    DiskStats stats = StatsOf(mount.mountpoint(), name);
+    EXPECT_EQ(stats["errors"], 0u) << name;
+    EXPECT_EQ(stats["inflight"], 0u) << name;
+  }
+  CommandResult unmounted = mount.Unmount();
+  EXPECT_EQ(unmounted.exit_code, 0) << unmounted.Describe();
+}
 
 }  // namespace
 }  // namespace pvdisk::fuse_testing

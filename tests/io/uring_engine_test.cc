@@ -305,17 +305,42 @@ TEST_F(UringEngineTest, NoSpinWhileAFlushOrDiscardIsInFlight) {
   }
 }
 
-// A flush runs on the calling thread only on a borrowed ring with nothing
-// else of the engine's in flight (io/flush_policy.h).
-TEST(FlushPolicyTest, OnTheCallingThreadOnlyAloneOnABorrowedRing) {
-  EXPECT_TRUE(FlushOnCallingThread(/*borrowed=*/true, /*inflight=*/0));
-  EXPECT_FALSE(FlushOnCallingThread(/*borrowed=*/true, /*inflight=*/1));
-  EXPECT_FALSE(FlushOnCallingThread(/*borrowed=*/false, /*inflight=*/0));
-  EXPECT_FALSE(FlushOnCallingThread(/*borrowed=*/false, /*inflight=*/3));
+// A flush runs on the calling thread only on a borrowed ring that carries
+// nothing else: no I/O of this engine's or of another borrower's in flight,
+// no request open but the flush's own, no completion waiting
+// (io/flush_policy.h).
+TEST(FlushPolicyTest, OnTheCallingThreadOnlyWhenTheRingCarriesNothingElse) {
+  const FlushContext idle{.borrowed = true,
+                          .engine_inflight = 0,
+                          .ring_inflight = 0,
+                          .requests_open = 1,
+                          .completions_waiting = false};
+  EXPECT_TRUE(FlushOnCallingThread(idle));
+  FlushContext at = idle;
+  at.requests_open = 0;  // an owner that does not count its requests
+  EXPECT_TRUE(FlushOnCallingThread(at));
+
+  at = idle;
+  at.borrowed = false;  // a ring of the engine's own: never
+  EXPECT_FALSE(FlushOnCallingThread(at));
+  at = idle;
+  at.engine_inflight = 1;
+  at.ring_inflight = 1;
+  EXPECT_FALSE(FlushOnCallingThread(at));
+  at = idle;
+  at.ring_inflight = 1;  // another disk's I/O on the same ring
+  EXPECT_FALSE(FlushOnCallingThread(at));
+  at = idle;
+  at.requests_open = 2;  // another FUSE request taken, not answered
+  EXPECT_FALSE(FlushOnCallingThread(at));
+  at = idle;
+  at.completions_waiting = true;  // a new request or a completion posted
+  EXPECT_FALSE(FlushOnCallingThread(at));
 }
 
-// The least of a FUSE queue thread's ring that an engine can borrow: the
-// ring, and the routing of its CQEs to the borrowing engine.
+// A ring of the test's own that it lends, as a FUSE queue lends its ring
+// to the inline placement's engines: several sinks, the requests "open"
+// as the test sets them, and the ring's own posted completions.
 class LentRing final : public RingLender {
  public:
   LentRing() { ok_ = io_uring_queue_init(16, &ring_, 0) == 0; }
@@ -325,14 +350,28 @@ class LentRing final : public RingLender {
   bool ok() const { return ok_; }
   io_uring* ring() override { return &ring_; }
   uint64_t Lend(CqeSink* sink) override {
-    sink_ = sink;
-    return uint64_t{1} << kSinkBits;
+    sinks_.push_back(sink);
+    return uint64_t{sinks_.size()} << kSinkBits;
   }
-  void Unlend(uint64_t) override { sink_ = nullptr; }
+  void Unlend(uint64_t tag) override {
+    sinks_[(tag >> kSinkBits) - 1] = nullptr;
+  }
   int AddFixedBuffers(const std::vector<iovec>&) override { return -1; }
   int FixedBufferFor(const void*, size_t) override { return -1; }
-  // Submits what the engine queued, waits for one CQE and routes every one
-  // there is.
+  bool HasWaitingCompletions() override {
+    return io_uring_cq_ready(&ring_) > 0;
+  }
+  uint32_t BorrowedInFlight() override {
+    uint32_t total = 0;
+    for (const CqeSink* sink : sinks_) {
+      if (sink != nullptr) total += sink->InFlight();
+    }
+    return total;
+  }
+  uint32_t RequestsOpen() override { return requests_open_; }
+  void set_requests_open(uint32_t open) { requests_open_ = open; }
+  // Submits what the engines queued, waits for one CQE and routes every
+  // one there is (a CQE of no sink's is dropped).
   void SubmitWaitAndRoute() {
     io_uring_cqe* cqe = nullptr;
     ASSERT_GE(io_uring_submit_and_wait(&ring_, 1), 0);
@@ -340,7 +379,10 @@ class LentRing final : public RingLender {
     unsigned seen = 0;
     io_uring_for_each_cqe(&ring_, head, cqe) {
       ++seen;
-      if (sink_ != nullptr) sink_->OnCqe(cqe->user_data, cqe->res);
+      const uint64_t index = cqe->user_data >> kSinkBits;
+      if (index >= 1 && index <= sinks_.size() && sinks_[index - 1]) {
+        sinks_[index - 1]->OnCqe(cqe->user_data, cqe->res);
+      }
     }
     io_uring_cq_advance(&ring_, seen);
   }
@@ -348,7 +390,8 @@ class LentRing final : public RingLender {
  private:
   io_uring ring_{};
   bool ok_ = false;
-  CqeSink* sink_ = nullptr;
+  std::vector<CqeSink*> sinks_;
+  uint32_t requests_open_ = 0;
 };
 
 class LentUringEngineTest : public EngineFixture, public ::testing::Test {
@@ -401,6 +444,89 @@ TEST_F(LentUringEngineTest, ALoneFlushRunsOnTheCallingThread) {
     EXPECT_EQ(c.result, c.tag == 8 ? 4096 : 0) << c.tag;
   }
   EXPECT_EQ(ReadFileRange(image_path_, 4096, 4096), std::string(4096, 'L'));
+}
+
+// A flush on a ring that carries anything else goes to the ring, not to
+// the calling thread: another disk's engine on the same ring with a write
+// in flight, another request open, a completion waiting to be reaped. Each
+// time it completes there, and the other disk's data reads back; with the
+// ring idle again and only the flush's own request open it runs on the
+// thread.
+TEST_F(LentUringEngineTest, AFlushRunsOnTheThreadOnlyWhenTheRingIsIdle) {
+  // A second disk of the same mount: its own image, the same ring.
+  const std::string other_path = dir_.File("other.img");
+  ASSERT_TRUE(CreateImage(other_path, kImageBytes, false).ok());
+  auto other_image = ImageFile::Open(other_path, /*read_only=*/false,
+                                     /*want_direct=*/true);
+  ASSERT_TRUE(other_image.ok()) << other_image.status();
+  EngineOptions options;
+  options.kind = EngineKind::kUring;
+  options.depth = 4;
+  options.ring_lender = &owner_;
+  auto made = CreateEngine(options, **other_image);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<IoEngine> other = *std::move(made);
+
+  // Queues a flush on engine_ and, if it went to the ring, runs the ring
+  // until it and whatever else is in flight have completed. Returns the
+  // flush's SQEs on the ring (0: it ran on the thread) and checks results.
+  std::vector<IoCompletion> other_done;
+  auto flush = [&](uint64_t tag) -> unsigned {
+    const unsigned before = io_uring_sq_ready(owner_.ring());
+    EXPECT_EQ(engine_->Queue(Range(IoOp::kFlush, 0, 0, tag)), 0);
+    const unsigned queued = io_uring_sq_ready(owner_.ring()) - before;
+    std::vector<IoCompletion> done;
+    for (int turns = 0; turns < 100; ++turns) {
+      EXPECT_GE(engine_->Run(/*wait=*/false, done), 0);
+      EXPECT_GE(other->Run(/*wait=*/false, other_done), 0);
+      if (!done.empty() && other->inflight() == 0) break;
+      owner_.SubmitWaitAndRoute();
+    }
+    EXPECT_EQ(done.size(), 1u);
+    if (!done.empty()) {
+      EXPECT_EQ(done[0].tag, tag);
+      EXPECT_EQ(done[0].result, 0);
+    }
+    return queued;
+  };
+
+  owner_.set_requests_open(1);  // the flush's own FUSE request
+  EXPECT_EQ(flush(1), 0u) << "a flush on an idle ring goes to the thread";
+
+  AlignedBuffer buffer(4096);
+  std::memset(buffer.data(), 'O', buffer.size());
+  std::vector<iovec> w = {{buffer.data(), 4096}};
+  ASSERT_EQ(other->Queue(Rw(IoOp::kWrite, 8192, w, 5)), 0);
+  // Each input alone: the requests open say nothing here (the write's may
+  // be held by another queue thread).
+  EXPECT_EQ(flush(2), 1u)
+      << "a flush with another disk's write in flight on the ring ran on "
+         "the thread";
+  ASSERT_EQ(other_done.size(), 1u);
+  EXPECT_EQ(other_done[0].tag, 5u);
+  EXPECT_EQ(other_done[0].result, 4096);
+  EXPECT_EQ(ReadFileRange(other_path, 8192, 4096), std::string(4096, 'O'));
+
+  // Nothing in flight, but another request open (taken, not yet queued).
+  owner_.set_requests_open(2);
+  EXPECT_EQ(flush(3), 1u) << "a flush with another request open ran on the "
+                             "thread";
+
+  // Nothing in flight, one request open, but a completion waiting: a NOP
+  // of no sink's, completed and not reaped.
+  owner_.set_requests_open(1);
+  io_uring_sqe* nop = io_uring_get_sqe(owner_.ring());
+  ASSERT_NE(nop, nullptr);
+  io_uring_prep_nop(nop);
+  io_uring_sqe_set_data64(nop, 0);
+  ASSERT_EQ(io_uring_submit(owner_.ring()), 1);
+  io_uring_cqe* cqe = nullptr;
+  ASSERT_EQ(io_uring_wait_cqe(owner_.ring(), &cqe), 0);
+  EXPECT_EQ(flush(4), 1u) << "a flush with a completion waiting on the ring "
+                             "ran on the thread";
+
+  EXPECT_EQ(flush(5), 0u) << "the ring is idle again";
+  other.reset();  // before the ring, as the inline driver releases it
 }
 
 }  // namespace

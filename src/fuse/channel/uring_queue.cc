@@ -218,6 +218,14 @@ bool UringQueue::HasWaitingCompletions() {
          (IO_URING_READ_ONCE(*uring_.sq.kflags) & IORING_SQ_TASKRUN) != 0;
 }
 
+uint32_t UringQueue::BorrowedInFlight() {
+  uint32_t total = 0;
+  for (const io::CqeSink* sink : sinks_) {
+    if (sink != nullptr) total += sink->InFlight();
+  }
+  return total;
+}
+
 bool UringQueue::RouteToSink(uint64_t tag, int32_t res) {
   uint64_t index = tag >> kSinkBits;
   if (index == 0) return false;

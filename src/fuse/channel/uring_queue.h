@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "fuse/channel/fixed_buffer_table.h"
 #include "fuse/channel/payload_arena.h"
+#include "fuse/channel/queue_commits.h"
 #include "fuse/channel/uring_entry.h"
 #include "fuse/protocol/request.h"
 #include "io/ring_lender.h"
@@ -99,6 +100,13 @@ class UringQueue final : public io::RingLender {
   // A completion posted, or pending (COOP_TASKRUN with TASKRUN_FLAG: the
   // next io_uring_enter posts it).
   bool HasWaitingCompletions() override;
+  uint32_t BorrowedInFlight() override;
+  // The entries `commits` holds with the handler (set by the channel: the
+  // owner thread's QueueCommits); none until then.
+  uint32_t RequestsOpen() override {
+    return commits_ != nullptr ? commits_->with_handler() : 0;
+  }
+  void CountRequestsOf(const QueueCommits* commits) { commits_ = commits; }
 
  private:
   // The ring's file table: /dev/fuse, then the borrowing engines' image
@@ -121,7 +129,8 @@ class UringQueue final : public io::RingLender {
   uint32_t payload_bytes_ = 0;  // per entry
   std::vector<UringEntry> entries_;
   std::unique_ptr<FixedBufferTable> fixed_buffers_;  // made with the ring
-  std::vector<io::CqeSink*> sinks_;  // lent tag >> kSinkBits, minus one
+  std::vector<io::CqeSink*> sinks_;        // lent tag >> kSinkBits, minus one
+  const QueueCommits* commits_ = nullptr;  // for RequestsOpen()
   // The descriptor in each used slot; -1 for one emptied by
   // RemoveFixedFiles.
   std::vector<int> fixed_files_;

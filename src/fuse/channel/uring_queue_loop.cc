@@ -23,6 +23,9 @@ absl::Status UringChannel::SetUp(QueueThread* thread) {
   PVDISK_RETURN_IF_ERROR(thread->queue.SetUp(fd_, options_.queue_depth,
                                              payload_bytes_, options_.arena,
                                              companions_.sq_entries));
+  // The requests this thread holds are the ring's open ones: a borrower
+  // that would block the thread (a flush, io/flush_policy.h) asks.
+  thread->queue.CountRequestsOf(&thread->commits);
   if (companions_.make) {
     thread->companion = companions_.make(thread->queue.qid());
     if (thread->companion) {
@@ -98,14 +101,16 @@ void UringChannel::Run(QueueThread* thread) {
       break;
     }
     unsigned head;
-    unsigned seen = 0;
     unsigned taken = 0;    // FUSE requests this round
     unsigned at_once = 0;  // the most held at once after a take
     io_uring_cqe* cqe;
     io_uring_for_each_cqe(queue.uring(), head, cqe) {
-      ++seen;
       const uint64_t tag = cqe->user_data;
       const int res = cqe->res;
+      // Seen as soon as read: what the ring still shows as posted while
+      // this one is handled (HasWaitingCompletions, which a flush asks
+      // before it blocks the thread: io/flush_policy.h) is what waits.
+      io_uring_cq_advance(queue.uring(), 1);
       if (queue.RouteToSink(tag, res)) continue;
       if (tag == kWakeTag) {
         router_.TakeRemote(*thread);
@@ -125,7 +130,6 @@ void UringChannel::Run(QueueThread* thread) {
         io_uring_submit(queue.uring());
       }
     }
-    io_uring_cq_advance(queue.uring(), seen);
     affinity.Round(at_once);
     // Every request this round took has reached the Session; from the next
     // round on, a thread that saw the flag parks what comes.
