@@ -1,7 +1,9 @@
 #include "cli/daemon_args.h"
 
-#include <fstream>
-#include <iterator>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include "absl/strings/str_cat.h"
 #include "cli/args.h"
@@ -10,11 +12,38 @@
 
 namespace pvdisk::cli {
 
+namespace {
+
+// The whole of /proc/PID/cmdline, or nullopt. Read with read(2), not a
+// stream: the daemon may exit while it is read (`pvdisk unmount` waits for
+// exactly that), and a read of an exiting process's cmdline fails with
+// ESRCH, which libstdc++'s filebuf throws through istreambuf_iterator.
+std::optional<std::string> ReadCmdline(pid_t pid) {
+  const std::string path = absl::StrCat("/proc/", pid, "/cmdline");
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string raw;
+  char chunk[4096];
+  for (;;) {
+    ssize_t got = read(fd, chunk, sizeof(chunk));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      close(fd);
+      return std::nullopt;
+    }
+    if (got == 0) break;
+    raw.append(chunk, static_cast<size_t>(got));
+  }
+  close(fd);
+  return raw;
+}
+
+}  // namespace
+
 std::optional<std::vector<std::string>> MountArguments(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string raw((std::istreambuf_iterator<char>(in)),
-                  std::istreambuf_iterator<char>());
+  std::optional<std::string> cmdline = ReadCmdline(pid);
+  if (!cmdline) return std::nullopt;
+  const std::string& raw = *cmdline;
   std::vector<std::string> argv;
   for (size_t start = 0; start < raw.size();) {
     size_t end = raw.find('\0', start);
