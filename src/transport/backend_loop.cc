@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "base/thread.h"
+#include "transport/backend_spin.h"
 #include "transport/trace_points.h"
 
 namespace pvdisk::transport {
@@ -487,20 +488,16 @@ bool BackendLoop::OneAtATime() const {
 }
 
 bool BackendLoop::ShouldPoll() const {
-  // Polling pays when requests come one at a time: a wake-up (for the
-  // completion of the lone I/O, then for the kick of the next request) is
-  // much of each request's latency, and the core we spin on would be idle.
-  // At depth the engine's completions keep us busy anyway, and spinning
-  // only takes a core from the threads that feed us (measured: polling
-  // before every sleep cost sr128k_qd8 a quarter of its throughput;
-  // measured 2026-11-30).
-  if (options_.poll_us == 0 || !OneAtATime()) return false;
-  if (follow_.cpu() == KickFollow::kAnyCpu) return true;
-  // On the kicker's CPU the next request's sender needs this CPU to send
-  // it (as for a driven loop, DrivenPollUs): poll only for a completion
-  // already on its way, and only where spinning lets it come.
-  return engine_ != nullptr && engine_->inflight() > 0 &&
-         engine_->completes_while_spinning();
+  // The decision and its reasons: transport/backend_spin.h.
+  BackendSpinInputs in;
+  in.poll_us = options_.poll_us;
+  in.one_at_a_time = OneAtATime();
+  in.on_kicker_cpu = follow_.cpu() != KickFollow::kAnyCpu;
+  if (engine_ != nullptr) {
+    in.inflight = engine_->inflight();
+    in.completes_while_spinning = engine_->completes_while_spinning();
+  }
+  return engine_ != nullptr && BackendShouldSpin(in);
 }
 
 void BackendLoop::FollowKicks(BackendAffinity& affinity) {
@@ -520,11 +517,10 @@ uint32_t BackendLoop::DrivenPollUs() const {
   // own CPU (the kernel queues a request on its caller's CPU) and could not
   // run while the driver spins there. (Measured: spinning for the next
   // request too gained nothing at rr4k_qd1, 2026-12-02.)
-  if (!driven_ || engine_ == nullptr || engine_->inflight() == 0) return 0;
-  if (!ShouldPoll()) return 0;
   // Nor while the completion needs another thread on this CPU first (a
-  // flush: io/spin_policy.h); the spin would only hold it back.
-  return engine_->completes_while_spinning() ? options_.poll_us : 0;
+  // flush: io/spin_policy.h, or an rbd request): ShouldPoll asks the engine.
+  if (!driven_ || engine_ == nullptr || engine_->inflight() == 0) return 0;
+  return ShouldPoll() ? options_.poll_us : 0;
 }
 
 void BackendLoop::CountPollHit() {

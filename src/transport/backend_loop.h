@@ -211,9 +211,10 @@ class BackendLoop {
   // Whether requests come one at a time: the average depth at submission
   // below kPollDepthLimit.
   bool OneAtATime() const;
-  // Whether to poll before sleeping: only while requests come one at a
-  // time; on the kicker's CPU (kick_follow.h) only for a completion on its
-  // way.
+  // Whether to poll before sleeping (transport/backend_spin.h): only while
+  // requests come one at a time, never for what the engine says cannot
+  // complete while we spin, and on the kicker's CPU (kick_follow.h) only
+  // for a completion on its way.
   bool ShouldPoll() const;
   // The backend thread's turn of KickFollow: after each wake-up, moves the
   // thread to the CPU its kicks come from, or lets it go.

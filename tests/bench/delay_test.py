@@ -8,6 +8,8 @@ where each config ran, and nothing stays mounted. Bad options end in one
 line and status 2."""
 import json
 import os
+import re
+import shutil
 
 import benchtest
 
@@ -138,6 +140,67 @@ class FloorTest(DelayJson, benchtest.OneRun):
                           for d in (1, 2)])
         for row in ceiling:
             self.assertGreater(row["iops"], 0, row)
+
+
+class BaseBuildTest(DelayJson, benchtest.OneRun):
+    """--base-build: each pvdisk config again as CONFIG-base by another
+    build's pvdisk (here a copy of this one in the scratch folder), beside
+    it and alternately; floor configs have no twin."""
+    @classmethod
+    def start(cls, scratch):
+        cls.base = os.path.join(scratch.dir, "base")
+        os.makedirs(cls.base)
+        shutil.copy2(os.path.join(benchtest.build_dir(), "pvdisk"), cls.base)
+        return scratch.run("delay", "--delays", "1000:2", "--runtime", "0.5",
+                           "--configs", "one,floor", "--no-cap",
+                           "--ceiling-depths", "0", "--image-size", "64M",
+                           "--base-build", cls.base, "--out", scratch.out)
+
+    def test_rows_of_each_build(self):
+        data = self.load()
+        self.assertEqual(data["base_build"], self.base)
+        rows = data["rows"]
+        self.assertEqual([(r["config"], r["iodepth"]) for r in rows],
+                         [(c, d) for c in ("one", "one-base", "floor")
+                          for d in (1, 2)])
+        programs = {r["config"]: r["program"] for r in rows}
+        self.assertEqual(programs["one"],
+                         os.path.join(benchtest.build_dir(), "pvdisk"))
+        self.assertEqual(programs["one-base"],
+                         os.path.join(self.base, "pvdisk"))
+        for row in rows:
+            self.assertGreaterEqual(row["clat_mean_us"], 1000, row)
+            if row["config"] != "floor":
+                # The base mount is config one too, and pvdisk's own.
+                self.assertEqual(row["placement"], "backend-thread", row)
+                self.assertGreaterEqual(row["pvdisk_mean_us"], 1000, row)
+        self.assertIn("CONFIG-base: the same by %s/pvdisk" % self.base,
+                      self.result.stdout)
+
+    def test_configs_alternate(self):
+        runs = re.findall(r"D=1000 (\S+) iodepth (\d)", self.result.stderr)
+        self.assertEqual(runs, [("one", "1"), ("one-base", "1"),
+                                ("floor", "1"), ("floor", "2"),
+                                ("one-base", "2"), ("one", "2")])
+
+
+class BadBaseBuildTest(benchtest.OneRun):
+    @classmethod
+    def start(cls, scratch):
+        return scratch.run("delay", "--base-build",
+                           os.path.join(scratch.dir, "nothing"),
+                           "--out", scratch.out)
+
+    def test_finishes_and_cleans_up(self):
+        self.assertEqual(self.result.returncode, 2, self.result.stderr)
+        self.scratch.check_clean(self)
+
+    def test_one_line_naming_the_value(self):
+        lines = self.result.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, self.result.stderr)
+        self.assertIn("--base-build: %s/nothing/pvdisk not found"
+                      % self.scratch.dir, lines[0])
+        self.assertFalse(os.path.exists(self.scratch.out))
 
 
 class BadOptionsTest(benchtest.OneRun):
