@@ -33,10 +33,10 @@ struct FioJob {
 
 const FioJob& JobNamed(const std::string& name) {
   // Random writes cover the whole span, so every 1 MiB stripe of it gets
-  // writes: 16 MiB or more span more stripes than any default placement
-  // has queues (2 here; the CPUs' count inline), so the offset map still
-  // gives every queue writes. (Bs4k wrote 32 MiB until 16 MiB was found to
-  // take the same path: 4096 writes at depth 32 keep the ring as full.)
+  // writes: 16 MiB span more stripes than the offset map has queues by
+  // default (2), so it still gives every queue writes (the cpu map of the
+  // inline placement is not checked per queue). Bs4k's 4096 writes at
+  // depth 32 keep the ring as full as more of them would.
   static const std::vector<FioJob> jobs = {
       {"Bs4k",
        {"--rw=randwrite", "--bs=4k", "--iodepth=32", "--size=16M"},
