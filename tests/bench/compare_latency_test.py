@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""bench/compare --group latency end to end, briefly: 0.5 s per run, one
-round, a 64 MiB image, the modelled-device and null pairs (the null one
+"""bench/compare --group latency end to end, briefly: 0.2 s per run, one
+round, a 16 MiB image, the modelled-device and null pairs (the null one
 beside the FUSE floor), the fsync job and the buffered sqlite job on
 native, pvdisk and qsd. Every row is
 printed with its command and lands in the JSON; the modelled jobs ran on
@@ -28,7 +28,7 @@ class CompareLatencyTest(benchtest.OneRun):
     @classmethod
     def start(cls, scratch):
         result = scratch.run("compare", "--group", "latency", "--runtime",
-                             "0.5", "--rounds", "1", "--image-size", "64M",
+                             "0.2", "--rounds", "1", "--image-size", "16M",
                              "--jobs", ",".join(JOBS),
                              "--targets", "native,pvdisk,qsd,floor-uring,floor-disk",
                              "--out", scratch.out)

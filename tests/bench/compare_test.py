@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/compare end to end, briefly: 0.5 s per run, one round, a 64 MiB image,
+"""bench/compare end to end, briefly: 0.2 s per run, one round, a 16 MiB image,
 all ten targets and all six jobs. Every row is printed and lands in valid
 JSON with every field; nothing stays mounted."""
 import glob
@@ -25,8 +25,8 @@ PVDISK_ONLY = ["vs_qsd", "vs_floor_disk", "ring_reqs_per_fuse", "avg_req_kib", "
 class CompareTest(benchtest.OneRun):
     @classmethod
     def start(cls, scratch):
-        result = scratch.run("compare", "--runtime", "0.5", "--rounds", "1",
-                             "--image-size", "64M", "--out", scratch.out)
+        result = scratch.run("compare", "--runtime", "0.2", "--rounds", "1",
+                             "--image-size", "16M", "--out", scratch.out)
         found = glob.glob(os.path.join(scratch.out, "compare-*.json"))
         cls.json_path = found[0] if len(found) == 1 else None
         return result
@@ -47,7 +47,7 @@ class CompareTest(benchtest.OneRun):
         with open(self.json_path) as f:
             data = json.load(f)
         self.assertTrue(os.path.exists(self.json_path[:-5] + ".md"))
-        self.assertEqual(data["image_bytes"], 64 << 20)
+        self.assertEqual(data["image_bytes"], 16 << 20)
         self.assertEqual(list(data["targets"]), TARGETS)
         self.assertEqual(data["targets"]["null"]["config"]["engine"], "null")
         self.assertEqual(data["targets"]["null"]["config"]["fuse_io"], "classic")
@@ -92,8 +92,8 @@ class CompareQcow2Test(benchtest.OneRun):
 
     @classmethod
     def start(cls, scratch):
-        result = scratch.run("compare", "--runtime", "1", "--rounds", "1",
-                             "--image-size", "64M", "--jobs",
+        result = scratch.run("compare", "--runtime", "0.2", "--rounds", "1",
+                             "--image-size", "16M", "--jobs",
                              "rr4k_qd32,alloc4k_qd32,compressed1m_qd4",
                              "--targets", "native,qsd-qcow2",
                              "--out", scratch.out)
@@ -133,8 +133,8 @@ class CompareBaseBuildTest(benchtest.OneRun):
         cls.base = os.path.join(scratch.dir, "base")
         os.makedirs(cls.base)
         shutil.copy2(os.path.join(benchtest.build_dir(), "pvdisk"), cls.base)
-        result = scratch.run("compare", "--runtime", "0.5", "--rounds", "2",
-                             "--image-size", "64M", "--jobs", "rr4k_qd32",
+        result = scratch.run("compare", "--runtime", "0.2", "--rounds", "2",
+                             "--image-size", "16M", "--jobs", "rr4k_qd32",
                              "--targets", "native,pvdisk,pvdisk-base",
                              "--base-build", cls.base, "--out", scratch.out)
         found = glob.glob(os.path.join(scratch.out, "compare-*.json"))

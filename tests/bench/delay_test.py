@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/delay, briefly: D = 1 ms at iodepth 1 and 2 in both queue configs,
 a small capped / uncapped comparison (as is and with a FUSE queue depth)
-and the ceiling at iodepth 2, 1 s per run on a 64 MiB image.
+and the ceiling at iodepth 2, 0.2 s per run on a 16 MiB image.
 The table has a row per run with every column, no mean comes in under D
 (the delay is a floor, whatever the load), the placement column says
 where each config ran, and nothing stays mounted. Bad options end in one
@@ -28,10 +28,10 @@ class DelayJson:
 class DelayTest(DelayJson, benchtest.OneRun):
     @classmethod
     def start(cls, scratch):
-        return scratch.run("delay", "--delays", "1000:2", "--runtime", "0.5",
+        return scratch.run("delay", "--delays", "1000:2", "--runtime", "0.2",
                            "--cap-delay", "1000", "--cap-depth", "16",
                            "--cap", "8", "--cap-fuse-depth", "32",
-                           "--ceiling-depths", "2", "--image-size", "64M",
+                           "--ceiling-depths", "2", "--image-size", "16M",
                            "--out", scratch.out)
 
     def test_table_has_a_row_per_run(self):
@@ -99,11 +99,11 @@ class FloorTest(DelayJson, benchtest.OneRun):
     own cap check, and the ceiling at the rows' iodepths."""
     @classmethod
     def start(cls, scratch):
-        return scratch.run("delay", "--delays", "1000:2", "--runtime", "0.5",
+        return scratch.run("delay", "--delays", "1000:2", "--runtime", "0.2",
                            "--configs", "default,floor,floor-spin",
                            "--cap-delay", "1000", "--cap-depth", "16",
                            "--cap", "4", "--cap-fuse-depth", "32",
-                           "--ceiling-depths", "rows", "--image-size", "64M",
+                           "--ceiling-depths", "rows", "--image-size", "16M",
                            "--out", scratch.out)
 
     def test_rows_of_each_config(self):

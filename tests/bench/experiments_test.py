@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/experiments, briefly: notifications, request-size and
-notifications-across-protocols (at iodepth 4 only) at 0.5 s per run on a
-64 MiB image. Every table has every column (markdown and JSON), the PNGs
+notifications-across-protocols (at iodepth 4 only) at 0.2 s per run on a
+16 MiB image. Every table has every column (markdown and JSON), the PNGs
 are PNGs, and nothing stays mounted."""
 import json
 import os
@@ -34,7 +34,7 @@ class ExperimentsTest(benchtest.OneRun):
         return scratch.run("experiments", "--only",
                            "notifications,request-size,"
                            "notifications-across-protocols", "--depths", "4",
-                           "--runtime", "0.5", "--image-size", "64M",
+                           "--runtime", "0.2", "--image-size", "16M",
                            "--out", scratch.out)
 
     def load(self, name):
@@ -89,7 +89,7 @@ class ExperimentsTest(benchtest.OneRun):
 
 
 class NullDelayTest(benchtest.OneRun):
-    """--device null-delay, request-size at 0.5 s per run: the slow-device
+    """--device null-delay, request-size at 0.2 s per run: the slow-device
     shape (one blkif ring of 32) on the null engine with its delay, the
     device and the load in the report, and the counters that explain the
     table: small requests fill the ring, large ones do not need to."""
@@ -97,8 +97,8 @@ class NullDelayTest(benchtest.OneRun):
     @classmethod
     def start(cls, scratch):
         return scratch.run("experiments", "--device", "null-delay",
-                           "--only", "request-size", "--runtime", "0.5",
-                           "--image-size", "64M", "--out", scratch.out)
+                           "--only", "request-size", "--runtime", "0.2",
+                           "--image-size", "16M", "--out", scratch.out)
 
     def test_report_names_the_device_and_the_load(self):
         with open(os.path.join(self.scratch.out, "request-size.md")) as f:

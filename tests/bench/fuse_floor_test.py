@@ -121,7 +121,7 @@ class FloorDiskTest(unittest.TestCase):
                          bytes(8192))
         for depth in (1, 8):
             read = self.fio("--iodepth=%d" % depth, "--time_based",
-                            "--runtime=1")
+                            "--runtime=500ms")
             self.assertGreater(read["total_ios"], 0)
             # Each read from its submission (fio's lat: clat starts only
             # once io_uring_enter returned, which may be after the server
@@ -135,7 +135,7 @@ class FloorDiskTest(unittest.TestCase):
         # a second however deep fio goes (a bound the cap sets, not a speed:
         # a slow machine only reads fewer).
         self.start(",delay=10000", ["engine=null", "max-inflight=2"])
-        read = self.fio("--iodepth=16", "--time_based", "--runtime=2",
+        read = self.fio("--iodepth=16", "--time_based", "--runtime=1",
                         "--numjobs=2", "--group_reporting")
         self.assertGreater(read["total_ios"], 0)
         self.assertLessEqual(read["iops"], 200 * 1.05, read["iops"])

@@ -43,7 +43,7 @@ class PoolOfTwoCompareRunsTest(benchtest.OneRun):
             done = scratch.run("compare", "--base-build", benchtest.build_dir(),
                                "--targets", "pvdisk,pvdisk-base", "--jobs",
                                "rr4k_qd32", "--rounds", "3",
-                               "--runtime", "1", "--image-size", "64M",
+                               "--runtime", "0.2", "--image-size", "16M",
                                "--out", scratch.out, "--json", path)
             if done.returncode != 0:
                 return done

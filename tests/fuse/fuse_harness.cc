@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "io/image_file.h"
 #include "stats/counters.h"
 #include "tsan_reports.h"
 
@@ -775,9 +776,9 @@ DiskStats StatsOf(const std::string& mountpoint, const std::string& name) {
 }
 
 void CreateImage(const std::string& path, uint64_t size_bytes) {
-  CommandResult result =
-      RunPvdisk({"create", path, "--size", std::to_string(size_bytes)});
-  ASSERT_EQ(result.exit_code, 0) << result.Describe();
+  const absl::Status created =
+      io::CreateImage(path, size_bytes, /*force=*/false);
+  ASSERT_TRUE(created.ok()) << created;
 }
 
 std::vector<std::string> FioCommand(const std::string& file,

@@ -294,7 +294,12 @@ std::vector<DiskStats> ReadStats(const std::string& mountpoint);
 // The stats of the disk named `name` (fails the test if it is absent).
 DiskStats StatsOf(const std::string& mountpoint, const std::string& name);
 
-// Creates a sparse image with `pvdisk create PATH --size BYTES`.
+// Creates a sparse raw image of `size_bytes` at `path`: io::CreateImage,
+// the function `pvdisk create PATH --size BYTES` runs, called here rather
+// than through a pvdisk process (a start-up of its 60 shared libraries per
+// image, paid in most tests). The command itself is tested as a command:
+// BadInputTest's Create cases, CliTest.CreateRefusesAnExistingFileUnlessForced
+// and tests/cli/create_command_test.cc.
 void CreateImage(const std::string& path, uint64_t size_bytes);
 
 // fio job arguments shared by the tests: --name, --filename and the
