@@ -6,9 +6,12 @@ the writes it covers are safe) the same check of sqlite3 fails, or it
 would prove nothing. Needs root, losetup, mkfs.ext4, e2fsck and /dev/fuse.
 
 Usage: crashcheck_test.py [BUILD_DIR]"""
+import importlib.machinery
+import importlib.util
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 from benchtest import BENCH, SKIP, build_dir, need
@@ -54,6 +57,31 @@ class CrashcheckTest(unittest.TestCase):
         self.assertEqual(result.returncode, 2)
         self.assertIn("--kinds takes ext4, sqlite-wal, sqlite-delete, got 'xfs'",
                       result.stdout)
+
+
+def load_tool():
+    # bench/crashcheck is a script without a .py name: load it as a module
+    # to reach its judge.
+    loader = importlib.machinery.SourceFileLoader("crashcheck", TOOL)
+    spec = importlib.util.spec_from_loader("crashcheck", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+class SqliteJudgeTest(unittest.TestCase):
+    def test_a_torn_database_is_a_verdict_not_a_crash(self):
+        # A cut can leave test.db with a header sqlite cannot read; the
+        # judge reports it as a failure of that cut (the tool then prints
+        # "crashcheck: FAIL"), it does not end the run with a traceback.
+        judge = load_tool().SqliteJudge()
+        judge.take({"c": [1, 2]})
+        with tempfile.TemporaryDirectory() as fs:
+            with open(os.path.join(fs, "test.db"), "wb") as f:
+                f.write(b"SQLite format 3\0" + b"\xff" * 4080)
+            problems = judge.check(fs)
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("sqlite cannot read test.db: DatabaseError", problems[0])
 
 
 if __name__ == "__main__":
