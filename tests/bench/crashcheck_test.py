@@ -9,6 +9,7 @@ Usage: crashcheck_test.py [BUILD_DIR]"""
 import importlib.machinery
 import importlib.util
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -82,6 +83,17 @@ class SqliteJudgeTest(unittest.TestCase):
             problems = judge.check(fs)
         self.assertEqual(len(problems), 1, problems)
         self.assertIn("sqlite cannot read test.db: DatabaseError", problems[0])
+
+    def test_no_table_is_a_failure_only_after_a_commit(self):
+        tool = load_tool()
+        with tempfile.TemporaryDirectory() as fs:
+            sqlite3.connect(os.path.join(fs, "test.db")).close()
+            self.assertEqual(tool.SqliteJudge().check(fs), [])
+            judge = tool.SqliteJudge()
+            judge.take({"c": [1]})
+            problems = judge.check(fs)
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("no such table: t", problems[0])
 
 
 if __name__ == "__main__":
