@@ -2,11 +2,12 @@
 """bench/compare --rbd end to end, briefly: its own one-node Ceph cluster,
 a 32 MiB RBD image, 1 s per run, one round, two jobs, the five targets
 (pvdisk's rbd engine, qemu-storage-daemon's driver=rbd export, rbd bench,
-fio's rbd engine, fuse_floor on the rbd engine).
-Every row has numbers; the JSON says rbd; nothing stays mounted or running."""
+fio's rbd engine, fuse_floor on the rbd engine), each job after a
+warm-up round. Every row has numbers; the JSON says rbd; nothing stays mounted or running."""
 import glob
 import json
 import os
+import re
 import subprocess
 
 import benchtest
@@ -58,6 +59,14 @@ class CompareRbdTest(benchtest.OneRun):
                 self.assertIsInstance(row["vs_floor_disk"], float, row)
             else:
                 self.assertIsNone(row["vs_floor_disk"], row)
+        # With --rbd each job starts with a warm-up round (--runtime s on
+        # every target, in the first round's order) that is not measured.
+        self.assertEqual(data["warmup_s"], 1)
+        for row in data["rows"]:
+            self.assertEqual(len(row["rounds"]), 1, row)
+        for job in JOBS:
+            self.assertEqual(re.findall(r"^\[warm-up\] %s (\S+):" % job,
+                                        self.result.stderr, re.M), TARGETS)
         self.assertEqual(len(data["goals"]), 6)
         measured = [g for g in data["goals"] if g["value"] is not None]
         self.assertEqual(len(measured), 4)  # rw4k_qd32 was not run
