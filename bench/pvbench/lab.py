@@ -413,11 +413,12 @@ class Lab:
         """A one-node cluster in the lab's folder (stopped on close)."""
         return self._keep(CephCluster(script, os.path.join(self.dir, "ceph")))
 
-    def rbd_mount(self, conf, image, flags):
-        """A pvdisk mount of RBD image rbd/IMAGE."""
+    def rbd_mount(self, conf, image, flags, pvdisk=None):
+        """A pvdisk mount of RBD image rbd/IMAGE, by the lab's build's
+        pvdisk or the program `pvdisk` (another build's)."""
         mnt = os.path.join(self.dir, "mnt%d" % self._number())
         disk = "rbd:rbd/%s,conf=%s" % (image, conf)
-        return self._keep(PvdiskMount(self.pvdisk, None, mnt, flags,
+        return self._keep(PvdiskMount(pvdisk or self.pvdisk, None, mnt, flags,
                                       disk=disk, file_name=image))
 
     def rbd_qsd(self, conf, image):
