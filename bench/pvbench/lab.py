@@ -656,8 +656,11 @@ def side_by_side(cases, job, rounds, runtime, name="job", jobfile=None,
     yet and every later run re-reads them. On RBD the OSD caches what it
     read: the first run of a job missed its cache on every read (0 % hits,
     1419 IOPS at rr4k_qd1) and the next ones hit it (85-100 %, 2200-2800
-    IOPS), so whichever case ran first in the first round lost, and with
-    an odd number of rounds the same case runs first in most of them.
+    IOPS), so whichever case ran first in the first round lost that
+    round. A measured run that reads further along the offsets than every
+    warm-up run did still misses on the rest (7.8 % of the first measured
+    run's reads after a warm-up of one runtime; 26 % after one of two
+    runtimes, whose runs read more blocks than the cache kept).
 
     cases: list of (label, target, extra fio options). Before each run the
     target's counters are reset; after it, its totals are read. Returns
