@@ -44,6 +44,18 @@ def positive_number(text):
     return int(value) if value == int(value) else value
 
 
+def seconds_or_zero(text):
+    """argparse type: a number of seconds, 0 or above (0: none)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(
+            "'%s' is not allowed: use a number of seconds, 0 or above" % text)
+    return int(value) if value == int(value) else value
+
+
 def positive_int(text):
     """argparse type: a whole number from 1 up."""
     if not re.fullmatch(r"[0-9]+", text) or int(text) < 1:

@@ -413,11 +413,12 @@ class Lab:
         """A one-node cluster in the lab's folder (stopped on close)."""
         return self._keep(CephCluster(script, os.path.join(self.dir, "ceph")))
 
-    def rbd_mount(self, conf, image, flags):
-        """A pvdisk mount of RBD image rbd/IMAGE."""
+    def rbd_mount(self, conf, image, flags, pvdisk=None):
+        """A pvdisk mount of RBD image rbd/IMAGE, by the lab's build's
+        pvdisk or the program `pvdisk` (another build's)."""
         mnt = os.path.join(self.dir, "mnt%d" % self._number())
         disk = "rbd:rbd/%s,conf=%s" % (image, conf)
-        return self._keep(PvdiskMount(self.pvdisk, None, mnt, flags,
+        return self._keep(PvdiskMount(pvdisk or self.pvdisk, None, mnt, flags,
                                       disk=disk, file_name=image))
 
     def rbd_qsd(self, conf, image):
@@ -642,31 +643,55 @@ def cli_size(text):
 
 
 def side_by_side(cases, job, rounds, runtime, name="job", jobfile=None,
-                 progress=None, alternate=False):
+                 progress=None, alternate=False, warmup=0):
     """Runs one fio job on every case, one after another, `rounds` times
     (interleaved, so that the cases are compared side by side in time);
     with `alternate`, every other round in the reverse order (ABBA: a case
     does not always run right after the same one).
 
+    With `warmup` (seconds, 0: none) a round that is not measured comes
+    first: the job once on every case, `warmup` seconds each, in the first
+    round's order. Why: fio draws the same random offsets in every run
+    (its randrepeat), so a job's first run reads blocks nothing has read
+    yet and every later run re-reads them. On RBD the OSD caches what it
+    read: the first run of a job missed its cache on every read (0 % hits,
+    1419 IOPS at rr4k_qd1) and the next ones hit it (85-100 %, 2200-2800
+    IOPS), so whichever case ran first in the first round lost that
+    round. A measured run that reads further along the offsets than every
+    warm-up run did still misses on the rest (7.8 % of the first measured
+    run's reads after a warm-up of one runtime; 26 % after one of two
+    runtimes, whose runs read more blocks than the cache kept).
+
     cases: list of (label, target, extra fio options). Before each run the
     target's counters are reset; after it, its totals are read. Returns
     {label: [run, ...]}, a run being fio's numbers plus, for pvdisk,
-    "counters" and the per-request figures of report.derive().
-    progress(label, round, run) is called after each run."""
+    "counters" and the per-request figures of report.derive(); the warm-up
+    runs are not among them. progress(label, round, run) is called after
+    each run, with round None for a warm-up run."""
     runs = {label: [] for label, _, _ in cases}
+
+    def one(target, extra, seconds):
+        target.reset()
+        if hasattr(target, "run_job"):  # not fio: e.g. rbd bench
+            result = target.run_job(name, job, seconds)
+        else:
+            result = fio.run(fio.command(name, target.file, job, seconds,
+                                         jobfile, extra))
+        counters = target.counters()
+        if counters is not None:
+            result["counters"] = counters
+            result.update(report.derive(counters))
+        return result
+
+    if warmup:
+        for label, target, extra in cases:
+            result = one(target, extra, warmup)
+            if progress:
+                progress(label, None, result)
     for r in range(rounds):
         ordered = cases[::-1] if alternate and r % 2 == 1 else cases
         for label, target, extra in ordered:
-            target.reset()
-            if hasattr(target, "run_job"):  # not fio: e.g. rbd bench
-                result = target.run_job(name, job, runtime)
-            else:
-                result = fio.run(fio.command(name, target.file, job, runtime,
-                                             jobfile, extra))
-            counters = target.counters()
-            if counters is not None:
-                result["counters"] = counters
-                result.update(report.derive(counters))
+            result = one(target, extra, runtime)
             runs[label].append(result)
             if progress:
                 progress(label, r, result)

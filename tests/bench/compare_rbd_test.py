@@ -2,11 +2,13 @@
 """bench/compare --rbd end to end, briefly: its own one-node Ceph cluster,
 a 32 MiB RBD image, 1 s per run, one round, two jobs, the five targets
 (pvdisk's rbd engine, qemu-storage-daemon's driver=rbd export, rbd bench,
-fio's rbd engine, fuse_floor on the rbd engine).
-Every row has numbers; the JSON says rbd; nothing stays mounted or running."""
+fio's rbd engine, fuse_floor on the rbd engine), each job after a
+warm-up round. Every row has numbers; the JSON says rbd; nothing stays mounted or running."""
 import glob
 import json
 import os
+import re
+import shutil
 import subprocess
 
 import benchtest
@@ -58,6 +60,14 @@ class CompareRbdTest(benchtest.OneRun):
                 self.assertIsInstance(row["vs_floor_disk"], float, row)
             else:
                 self.assertIsNone(row["vs_floor_disk"], row)
+        # With --rbd each job starts with a warm-up round (--runtime s on
+        # every target, in the first round's order) that is not measured.
+        self.assertEqual(data["warmup_s"], 1)
+        for row in data["rows"]:
+            self.assertEqual(len(row["rounds"]), 1, row)
+        for job in JOBS:
+            self.assertEqual(re.findall(r"^\[warm-up\] %s (\S+):" % job,
+                                        self.result.stderr, re.M), TARGETS)
         self.assertEqual(len(data["goals"]), 6)
         measured = [g for g in data["goals"] if g["value"] is not None]
         self.assertEqual(len(measured), 4)  # rw4k_qd32 was not run
@@ -69,6 +79,56 @@ class CompareRbdTest(benchtest.OneRun):
         p = self.scratch.run("compare", "--rbd", "--targets", "native")
         self.assertEqual(p.returncode, 2)
         self.assertIn("not allowed with --rbd", p.stderr)
+
+
+class CompareRbdBaseBuildTest(benchtest.OneRun):
+    """--rbd --base-build: another build's pvdisk (a copy of this one) as
+    target pvdisk-base on the same RBD image, and a vs_base column."""
+
+    @classmethod
+    def start(cls, scratch):
+        cls.base = os.path.join(scratch.dir, "base")
+        os.makedirs(cls.base)
+        shutil.copy2(os.path.join(benchtest.build_dir(), "pvdisk"), cls.base)
+        result = scratch.run("compare", "--rbd", "--runtime", "1",
+                             "--rounds", "2", "--image-size", "32M",
+                             "--jobs", "rr4k_qd32", "--targets",
+                             "pvdisk,pvdisk-base,qsd", "--base-build",
+                             cls.base, "--out", scratch.out, timeout=220)
+        found = glob.glob(os.path.join(scratch.out, "compare-rbd-*.json"))
+        cls.json_path = found[0] if len(found) == 1 else None
+        return result
+
+    def left_behind(self):
+        return ceph_daemons_under(self.scratch.dir)
+
+    def test_base_build_on_the_same_image(self):
+        self.assertIsNotNone(self.json_path, self.result.stderr)
+        with open(self.json_path) as f:
+            data = json.load(f)
+        self.assertEqual(list(data["targets"]), ["pvdisk", "pvdisk-base",
+                                                 "qsd"])
+        base = data["targets"]["pvdisk-base"]
+        self.assertEqual(base["program"], os.path.join(self.base, "pvdisk"))
+        self.assertEqual(base["config"], data["targets"]["pvdisk"]["config"])
+        self.assertTrue(base["config"]["image"].startswith("rbd:rbd/compare-"))
+        rows = {r["target"]: r for r in data["rows"]}
+        self.assertEqual(rows["pvdisk-base"]["vs_base"], 1.0)
+        self.assertGreater(rows["pvdisk-base"]["counters"]["fuse_reads"], 0)
+        per_round = sorted(a["iops"] / b["iops"] for a, b in
+                           zip(rows["pvdisk"]["rounds"],
+                               rows["pvdisk-base"]["rounds"]))
+        self.assertAlmostEqual(rows["pvdisk"]["vs_base"],
+                               sum(per_round) / 2, places=6)
+        self.assertIsNone(rows["qsd"]["vs_base"])
+        header = [l for l in self.result.stdout.splitlines()
+                  if l.startswith("| job |")]
+        self.assertEqual(len(header), 1)
+        self.assertIn("| vs_rbd | vs_fio_rbd | vs_base | vs_qsd |", header[0])
+        runs = re.findall(r"round (\d) (\S+):", self.result.stderr)
+        self.assertEqual(runs, [("1", "pvdisk"), ("1", "pvdisk-base"),
+                                ("1", "qsd"), ("2", "qsd"),
+                                ("2", "pvdisk-base"), ("2", "pvdisk")])
 
 
 if __name__ == "__main__":

@@ -173,6 +173,50 @@ class CompareBaseBuildTest(benchtest.OneRun):
                                 ("2", "pvdisk"), ("2", "native")])
 
 
+class CompareWarmupTest(benchtest.OneRun):
+    """--warmup: before a job's measured rounds, one run of it on every
+    target in the first round's order, not among the rows' rounds."""
+
+    @classmethod
+    def start(cls, scratch):
+        result = scratch.run("compare", "--runtime", "0.5", "--rounds", "2",
+                             "--image-size", "64M", "--jobs",
+                             "rr4k_qd1,rr4k_qd32", "--targets",
+                             "native,pvdisk", "--warmup", "0.5",
+                             "--out", scratch.out)
+        found = glob.glob(os.path.join(scratch.out, "compare-*.json"))
+        cls.json_path = found[0] if len(found) == 1 else None
+        return result
+
+    def test_each_job_warms_every_target_first(self):
+        # "[warm-up] JOB TARGET: ..." and "[n/N] JOB round R TARGET: ...".
+        seen = [tuple(w for w in m if w) for m in re.findall(
+            r"^\[warm-up\] (\S+) (\S+):|^\[\d+/\d+\] (\S+) (round \d) (\S+):",
+            self.result.stderr, re.M)]
+        expected = []
+        for job in ("rr4k_qd1", "rr4k_qd32"):
+            expected += [(job, "native"), (job, "pvdisk"),
+                         (job, "round 1", "native"), (job, "round 1", "pvdisk"),
+                         (job, "round 2", "pvdisk"), (job, "round 2", "native")]
+        self.assertEqual(seen, expected, self.result.stderr)
+
+    def test_warmup_runs_are_not_measured(self):
+        with open(self.json_path) as f:
+            data = json.load(f)
+        self.assertEqual(data["warmup_s"], 0.5)
+        for row in data["rows"]:
+            self.assertEqual(len(row["rounds"]), 2, row)
+        self.assertIn("Each job began with a warm-up round that is not "
+                      "measured: 0.5 s on every target.", self.result.stdout)
+        # The progress count is of measured runs only.
+        self.assertIn("[8/8] rr4k_qd32 round 2 native:", self.result.stderr)
+
+    def test_refuses_a_negative_warmup(self):
+        p = self.scratch.run("compare", "--warmup", "-1")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("argument --warmup: '-1' is not allowed", p.stderr)
+
+
 if __name__ == "__main__":
     benchtest.need("fio", "qemu-storage-daemon", "qemu-img")
     benchtest.main()
