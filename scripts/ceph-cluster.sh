@@ -3,10 +3,12 @@
 # (ceph-mon, ceph-osd, ceph-common; scripts/install-deps.sh installs them).
 #
 #   scripts/ceph-cluster.sh start DIR   one monitor and one OSD (BlueStore on a
-#                                       sparse file), 127.0.0.1 only, auth none,
-#                                       pool size 1, a pool named "rbd". Returns
-#                                       once the pool takes I/O; the last line
-#                                       printed is the path of DIR/ceph.conf.
+#                                       sparse file, with a cache that holds a
+#                                       benchmark's 1 GiB image), 127.0.0.1
+#                                       only, auth none, pool size 1, a pool
+#                                       named "rbd". Returns once the pool
+#                                       takes I/O; the last line printed is
+#                                       the path of DIR/ceph.conf.
 #   scripts/ceph-cluster.sh stop DIR    stops the daemons by the PIDs that start
 #                                       recorded and removes DIR.
 #
@@ -18,6 +20,8 @@
 # for the monitor commands).
 #
 # Environment: CEPH_OSD_SIZE (default 4G) is the sparse BlueStore file's size;
+# CEPH_OSD_CACHE (default 3G: 2.3 GiB for data) the OSD's BlueStore cache,
+# a bound that costs memory only as data fills it (see [osd] below);
 # CEPH_START_TIMEOUT (default 90) bounds each step of start, in seconds.
 # Exit status: 0 done, 1 the cluster could not be started or stopped (start
 # stops whatever it had started), 2 usage.
@@ -27,6 +31,7 @@ set -euo pipefail
 # on PATH (pyenv) may not.
 PYTHON=/usr/bin/python3
 OSD_SIZE=${CEPH_OSD_SIZE:-4G}
+OSD_CACHE=${CEPH_OSD_CACHE:-3G}
 STEP_TIMEOUT=${CEPH_START_TIMEOUT:-90}
 MARKER=pvdisk-ceph-cluster  # written into DIR: stop removes only such a DIR
 
@@ -105,6 +110,29 @@ bluestore fsck on mkfs = false
 bluestore fsck on mount = false
 bluestore fsck on umount = false
 osd crush update on start = true
+# A fixed BlueStore cache that holds a benchmark's whole image in the OSD's
+# memory, so that every read is a copy out of memory, never the machine's
+# disk: what a run measures is then the path to the OSD, not which blocks
+# the runs before it left in a cache. By default (autotuned, sized for a
+# rotational device, which the sparse file is taken for) the data share was
+# about 64 MiB: bench/compare's runs on a 1 GiB image found 46-100 % of
+# their reads there at rr4k_qd1 (depending on which runs came before) and
+# 20-33 % at rr4k_qd32, and every write dropped what it overwrote. The data
+# share is what meta, kv and kv_onode leave: 1 - 0.1 - 0.1 - 0.04 = 0.76 of
+# the cache, split evenly over the cache shards. A placement group's
+# objects all go to one shard (its number modulo the shards), so with the
+# default 32 shards the pool's 8 placement groups could fill only a quarter
+# of it (583 MiB of a 1 GiB image stayed): one shard per placement group.
+# The cache is a bound, not an allocation: a small image costs little
+# memory (the OSD's resident memory grows by the data it holds).
+osd num cache shards = 8
+bluestore cache autotune = false
+bluestore cache size = $OSD_CACHE
+bluestore cache meta ratio = 0.1
+bluestore cache kv ratio = 0.1
+# Writes stay in the cache too (by default a write drops the cached blocks
+# it overwrites).
+bluestore default buffered write = true
 EOF
   : >"$dir/keyring"
 }
@@ -259,6 +287,11 @@ stop() {
 }
 
 [ $# -eq 2 ] || usage
+if ! [[ $OSD_CACHE =~ ^[1-9][0-9]*[KMG]?$ ]]; then
+  echo "ceph-cluster: CEPH_OSD_CACHE='$OSD_CACHE' is not a size; use bytes" \
+    "or a number with K, M or G (e.g. 3G)" >&2
+  exit 2
+fi
 case "$1" in
   start) start "$2" ;;
   stop) stop "$2" ;;

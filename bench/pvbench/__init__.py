@@ -6,6 +6,8 @@ bench/spans and examples/pvlab.py (Python 3, standard library only).
   fio     the standard matrix, fio command lines, fio's JSON output
   lab     a scratch image and the targets fio runs on (the image itself,
           pvdisk mounts, a qemu-storage-daemon export), the side-by-side runner
+  osd_cache  an RBD cluster's OSD caches, through their admin sockets: the
+          settings in effect, and the share of each run's reads they served
   report  counters per request, medians and ratios, markdown, JSON, gnuplot
   spans   a request's spans layer by layer, from perf's io_uring and fuse
           tracepoints (bench/spans)

@@ -130,3 +130,16 @@ def fill(image, size):
     if p.returncode != 0:
         raise FioError("filling the image failed: %s"
                        % (p.stderr.strip().splitlines() or ["?"])[-1])
+
+
+def read_all(path, size):
+    """Reads the first `size` bytes of `path` once, sequentially, with
+    O_DIRECT (so that what serves the file, not the page cache, reads
+    them)."""
+    cmd = ["fio", "--name=read-all", "--filename=" + path, "--rw=read",
+           "--bs=1m", "--iodepth=8", "--direct=1", "--ioengine=io_uring",
+           "--size=%d" % size, "--output-format=terse"]
+    p = subprocess.run(cmd, text=True, capture_output=True)
+    if p.returncode != 0:
+        raise FioError("reading the image failed: %s"
+                       % (p.stderr.strip().splitlines() or ["?"])[-1])

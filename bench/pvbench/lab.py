@@ -413,6 +413,25 @@ class Lab:
         """A one-node cluster in the lab's folder (stopped on close)."""
         return self._keep(CephCluster(script, os.path.join(self.dir, "ceph")))
 
+    def rbd_image(self, conf, name, size, tool):
+        """A new RBD image rbd/NAME of `size` bytes on the cluster of
+        `conf`, filled with random data and then read once, whole, through
+        a pvdisk mount (closed again), removed when the lab closes. The read
+        leaves the image in the OSD's cache where the cluster's cache holds
+        it (scripts/ceph-cluster.sh sizes it so), so that no run is the
+        first to read a block: one that is reads the OSD's disk. `tool`
+        names the caller in the progress lines."""
+        image = self._keep(RbdImage(conf, name, size))
+        filler = self.rbd_mount(conf, name, [])
+        print("%s: filling a %d MiB RBD image with random data"
+              % (tool, size >> 20), file=sys.stderr)
+        fio.fill(filler.file, size)
+        print("%s: reading it once (into the OSD's cache)" % tool,
+              file=sys.stderr)
+        fio.read_all(filler.file, size)
+        self.release(filler)
+        return image
+
     def rbd_mount(self, conf, image, flags, pvdisk=None):
         """A pvdisk mount of RBD image rbd/IMAGE, by the lab's build's
         pvdisk or the program `pvdisk` (another build's)."""
@@ -503,13 +522,27 @@ class CephCluster:
                        timeout=120)
 
 
-def create_rbd_image(conf, name, size):
-    """`rbd create rbd/NAME --size SIZE` (bytes) on the cluster of `conf`."""
-    p = subprocess.run(["rbd", "-c", conf, "create", "rbd/" + name, "--size",
-                        "%dB" % size], text=True, capture_output=True,
-                       timeout=120)
-    if p.returncode != 0:
-        raise BenchError("rbd create failed: %s" % last_line(p.stderr))
+class RbdImage:
+    """`rbd create rbd/NAME --size SIZE` (bytes) on the cluster of `conf`;
+    close() removes it (on a cluster that outlives the run, --ceph-conf,
+    images left behind would fill the OSD and share its cache)."""
+    kind = "rbd-image"
+
+    def __init__(self, conf, name, size):
+        self.conf, self.name = conf, name
+        p = subprocess.run(["rbd", "-c", conf, "create", "rbd/" + name,
+                            "--size", "%dB" % size], text=True,
+                           capture_output=True, timeout=120)
+        if p.returncode != 0:
+            raise BenchError("rbd create failed: %s" % last_line(p.stderr))
+
+    def close(self):
+        p = subprocess.run(["rbd", "-c", self.conf, "rm", "--no-progress",
+                            "rbd/" + self.name], text=True,
+                           capture_output=True, timeout=120)
+        if p.returncode != 0:
+            raise BenchError("rbd rm rbd/%s failed: %s"
+                             % (self.name, last_line(p.stderr)))
 
 
 class RbdBench(Target):
@@ -643,7 +676,7 @@ def cli_size(text):
 
 
 def side_by_side(cases, job, rounds, runtime, name="job", jobfile=None,
-                 progress=None, alternate=False, warmup=0):
+                 progress=None, alternate=False, warmup=0, watch=None):
     """Runs one fio job on every case, one after another, `rounds` times
     (interleaved, so that the cases are compared side by side in time);
     with `alternate`, every other round in the reverse order (ABBA: a case
@@ -663,7 +696,9 @@ def side_by_side(cases, job, rounds, runtime, name="job", jobfile=None,
     runtimes, whose runs read more blocks than the cache kept).
 
     cases: list of (label, target, extra fio options). Before each run the
-    target's counters are reset; after it, its totals are read. Returns
+    target's counters are reset; after it, its totals are read. `watch`,
+    if given, is started before each run and what its stop() returns (a
+    dict) goes into the run's result (e.g. osd_cache.OsdCache). Returns
     {label: [run, ...]}, a run being fio's numbers plus, for pvdisk,
     "counters" and the per-request figures of report.derive(); the warm-up
     runs are not among them. progress(label, round, run) is called after
@@ -672,11 +707,15 @@ def side_by_side(cases, job, rounds, runtime, name="job", jobfile=None,
 
     def one(target, extra, seconds):
         target.reset()
+        if watch:
+            watch.start()
         if hasattr(target, "run_job"):  # not fio: e.g. rbd bench
             result = target.run_job(name, job, seconds)
         else:
             result = fio.run(fio.command(name, target.file, job, seconds,
                                          jobfile, extra))
+        if watch:
+            result.update(watch.stop())
         counters = target.counters()
         if counters is not None:
             result["counters"] = counters

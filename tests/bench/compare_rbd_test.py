@@ -3,7 +3,10 @@
 a 32 MiB RBD image, 1 s per run, one round, two jobs, the five targets
 (pvdisk's rbd engine, qemu-storage-daemon's driver=rbd export, rbd bench,
 fio's rbd engine, fuse_floor on the rbd engine), each job after a
-warm-up round. Every row has numbers; the JSON says rbd; nothing stays mounted or running."""
+warm-up round. Every row has numbers; the JSON says rbd; the OSD's cache
+(scripts/ceph-cluster.sh's settings, read from the OSD) held the image
+after the fill and the read, and served every read of the runs; nothing
+stays mounted or running."""
 import glob
 import json
 import os
@@ -68,12 +71,41 @@ class CompareRbdTest(benchtest.OneRun):
         for job in JOBS:
             self.assertEqual(re.findall(r"^\[warm-up\] %s (\S+):" % job,
                                         self.result.stderr, re.M), TARGETS)
+        self.check_osd_cache(data)
         self.assertEqual(len(data["goals"]), 6)
         measured = [g for g in data["goals"] if g["value"] is not None]
         self.assertEqual(len(measured), 4)  # rw4k_qd32 was not run
         self.assertIn("| rr4k_qd32 | rbd-bench |", self.result.stdout)
         self.assertIn("| sw1m_qd4 | fio-rbd |", self.result.stdout)
         self.assertIn("| sw1m_qd4 | floor-disk |", self.result.stdout)
+
+    def check_osd_cache(self, data):
+        """The cluster's cache settings in effect (the OSD's own `config
+        show`): fixed, one shard per placement group, its data share
+        larger than a 1 GiB image, writes kept. The image was read once
+        after the fill (the line on stderr), and the OSD then held all of
+        it; every read of the runs came from its cache (the rr4k_qd32 rows:
+        reads; sw1m_qd4 writes whole 1 MiB blocks and reads nothing)."""
+        osd = data["osd_cache"]
+        self.assertFalse(osd["autotune"], osd)
+        self.assertTrue(osd["buffered_write"], osd)
+        self.assertEqual(osd["shards"], 8, osd)
+        self.assertGreater(osd["data_mib"], 1024, osd)
+        self.assertIn("compare: reading it once", self.result.stderr)
+        self.assertGreaterEqual(osd["warming"]["osd_read_mib"], 32, osd)
+        self.assertGreaterEqual(osd["cached_mib"], 32, osd)
+        for row in data["rows"]:
+            for r in row["rounds"]:
+                if row["job"] == "rr4k_qd32":
+                    self.assertGreater(r["osd_read_mib"], 0, row)
+                    self.assertEqual(r["osd_hit_pct"], 100.0, row)
+                else:
+                    self.assertLess(r["osd_read_mib"], 1, row)
+            if row["job"] == "rr4k_qd32":
+                self.assertEqual(row["osd_hit_pct_min"], 100.0, row)
+        self.assertIn("buffered writes on", self.result.stdout)
+        self.assertRegex(self.result.stdout,
+                         r"\| rr4k_qd32 \| pvdisk \| [^\n]* \| 100\.00 \|")
 
     def test_refuses_file_targets_with_rbd(self):
         p = self.scratch.run("compare", "--rbd", "--targets", "native")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/pvbench's pure parts, without running anything: option types,
 fio command lines and reports, per-request figures, medians and ratios,
-markdown; and, where qemu-img, fio and fincore are here, that a lab's
+markdown; where an OSD's admin socket is found from a ceph.conf; and,
+where qemu-img, fio and fincore are here, that a lab's
 qcow2 image and the image it was converted from are out of the page cache
 as the direct fill leaves a raw image; and that a remounting target
 serves each run from a new mount."""
@@ -10,10 +11,11 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import unittest
 
 import benchtest  # noqa: F401  (puts bench/ on sys.path)
-from pvbench import cli, fio, lab, report
+from pvbench import cli, fio, lab, osd_cache, report
 
 
 class OptionsTest(unittest.TestCase):
@@ -117,6 +119,36 @@ def cached_bytes(path):
                         "--output", "RES", path],
                        text=True, capture_output=True, check=True)
     return int(p.stdout.split()[0])
+
+
+class OsdSocketsTest(unittest.TestCase):
+    """The OSDs' admin sockets from a ceph.conf's `admin socket` pattern
+    (as scripts/ceph-cluster.sh writes it) or its `run dir`: only osd.N's,
+    whatever the $pid."""
+
+    def test_admin_socket_pattern_and_run_dir(self):
+        with tempfile.TemporaryDirectory() as d:
+            run = os.path.join(d, "run")
+            os.makedirs(run)
+            for name in ("ceph-osd.0.4242.asok", "ceph-osd.1.77.asok",
+                         "ceph-mon.a.4141.asok", "ceph-client.admin.9.asok"):
+                open(os.path.join(run, name), "w").close()
+            conf = os.path.join(d, "ceph.conf")
+            with open(conf, "w") as f:
+                f.write("[global]\nrun dir = %s\n# admin socket = /x\n"
+                        "admin_socket = %s/$cluster-$name.$pid.asok\n"
+                        "[mon]\nadmin socket = /elsewhere\n" % (run, run))
+            self.assertEqual(osd_cache.osd_sockets(conf),
+                             [os.path.join(run, "ceph-osd.0.4242.asok"),
+                              os.path.join(run, "ceph-osd.1.77.asok")])
+            self.assertEqual(osd_cache.conf_value(conf, "run-dir"), run)
+            with open(conf, "w") as f:
+                f.write("[global]\nrun dir = %s\n" % run)
+            self.assertEqual(osd_cache.osd_sockets(conf), [])  # no $pid
+            os.rename(os.path.join(run, "ceph-osd.1.77.asok"),
+                      os.path.join(run, "ceph-osd.1.asok"))
+            self.assertEqual(osd_cache.osd_sockets(conf),
+                             [os.path.join(run, "ceph-osd.1.asok")])
 
 
 @unittest.skipUnless(all(shutil.which(t) for t in ("qemu-img", "fio", "fincore"))
