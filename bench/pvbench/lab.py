@@ -684,16 +684,16 @@ def side_by_side(cases, job, rounds, runtime, name="job", jobfile=None,
 
     With `warmup` (seconds, 0: none) a round that is not measured comes
     first: the job once on every case, `warmup` seconds each, in the first
-    round's order. Why: fio draws the same random offsets in every run
-    (its randrepeat), so a job's first run reads blocks nothing has read
-    yet and every later run re-reads them. On RBD the OSD caches what it
-    read: the first run of a job missed its cache on every read (0 % hits,
-    1419 IOPS at rr4k_qd1) and the next ones hit it (85-100 %, 2200-2800
-    IOPS), so whichever case ran first in the first round lost that
-    round. A measured run that reads further along the offsets than every
-    warm-up run did still misses on the rest (7.8 % of the first measured
-    run's reads after a warm-up of one runtime; 26 % after one of two
-    runtimes, whose runs read more blocks than the cache kept).
+    round's order. Why: a job's first run on a case is a little slower
+    than its later ones, so whichever case ran first in the first round
+    lost a little. On RBD, with the whole image in the OSD's cache
+    (Lab.rbd_image reads it once), round 1 ran at 0.95 of the median of
+    the later rounds without the warm-up (25 of 36 runs below it) and at
+    1.03 with it (15 of 36). Before the OSD's cache held the image, a
+    job's first run also missed it on every read (fio draws the same
+    offsets in every run: 0 % hits and 1419 IOPS at rr4k_qd1 against
+    85-100 % and 2200-2800 for the next runs), which the warm-up took
+    only in part (docs/perf/rbd-cache-2026-12-06.md).
 
     cases: list of (label, target, extra fio options). Before each run the
     target's counters are reset; after it, its totals are read. `watch`,
