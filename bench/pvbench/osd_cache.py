@@ -141,4 +141,5 @@ class OsdCache:
                 "data_ratio": round(ratio, 4),
                 "shards": int(c["osd_num_cache_shards"]),
                 "data_mib": round(size * ratio / 2**20, 1) if size else None,
-                "buffered_write": c["bluestore_default_buffered_write"] == "true"}
+                "buffered_write":
+                    c["bluestore_default_buffered_write"] == "true"}
