@@ -116,9 +116,9 @@ run: build-pvdisk
 
 # The ctest tests fuzz.NAME run the fuzzing tree's targets a few seconds each.
 # ctest runs CTEST_JOBS tests at a time: most of a FUSE test's time is
-# waiting (mounts, fio's start-up). The whole run took 2012 s at 4, with
-# no timings of its own, on 2 CPUs shared with four other builds (load
-# average 7-25; measured 2026-12-05).
+# waiting (mounts, fio's start-up). The whole run took 437 s at 4, with
+# no timings of its own, on 2 CPUs shared with a Ceph benchmark (load
+# average 2-8.5; measured 2026-12-06).
 # The tests that time or count what a CPU does are marked RUN_SERIAL and run
 # alone, last; tests/CMakeLists.txt says how tests are scheduled.
 test: ctest-jobs build fuzz-build

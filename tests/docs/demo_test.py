@@ -6,8 +6,9 @@ BUILD/demo). It must finish with status 0, show every stage it announces,
 and leave nothing mounted.
 
 The demo runs `pvdisk list`, which reads every pvdisk mount on the machine,
-so a mount whose daemon does not answer (another test's frozen backend)
-would hold it up: ctest runs this test alone (RUN_SERIAL).
+so a mount whose daemon does not answer (ListCommandTest's stopped daemon)
+would hold it up: ctest does not run the two at once (RESOURCE_LOCK
+stopped_daemon).
 
 Usage: demo_test.py PVDISK_DIR"""
 import os
