@@ -47,7 +47,7 @@ std::vector<JsonValue> JsonLines(const std::string& out) {
 // device's latency (the delay model: 2 ms, as a network store or a busy
 // disk has); `pvdisk stat --json --interval 1 --count 3 --queues`
 // meanwhile. The interval reports show fio's rate within 10%, its block
-// size, r_await within 20% of fio's mean completion latency, and queue rows
+// size, r_await within 20% of fio's mean latency, and queue rows
 // that add up to the disk's. (Tolerances against fio's own output: not a
 // timed assertion.)
 TEST(StatCommandTest, JsonMatchesFioAtAKnownRate) {
@@ -79,8 +79,13 @@ TEST(StatCommandTest, JsonMatchesFioAtAKnownRate) {
   std::optional<JsonValue> fio_json = ParseJson(fio.result().out, &error);
   ASSERT_TRUE(fio_json.has_value()) << error << fio.result().out;
   const JsonValue& read = *fio_json->Find("jobs")->array[0].Find("read");
-  double fio_clat_ms = read.Find("clat_ns")->Find("mean")->number / 1e6;
-  ASSERT_GT(fio_clat_ms, 0);
+  // fio's whole latency, submission to completion (lat = slat + clat): a
+  // request reaches the daemon while fio's io_uring_enter() is still in the
+  // kernel, so when the machine keeps fio off the CPU after the request
+  // went out that time is fio's slat, not its clat (a whole-suite run beside
+  // benchmarks saw clat 1.74 ms against the daemon's 2.10 on a 2 ms disk).
+  double fio_lat_ms = read.Find("lat_ns")->Find("mean")->number / 1e6;
+  ASSERT_GT(fio_lat_ms, 0);
 
   // One report since mount after fio: the very requests fio timed. The
   // daemon's view of their latency (from a request's arrival in the daemon
@@ -93,8 +98,8 @@ TEST(StatCommandTest, JsonMatchesFioAtAKnownRate) {
   std::vector<JsonValue> whole_run = JsonLines(whole.out);
   ASSERT_EQ(whole_run.size(), 1u) << whole.out;
   const JsonValue& whole_disk = whole_run[0].Find("disks")->array[0];
-  EXPECT_NEAR(Field(whole_disk, "r_await"), fio_clat_ms, fio_clat_ms * 0.2)
-      << "fio's mean completion latency " << fio_clat_ms << " ms";
+  EXPECT_NEAR(Field(whole_disk, "r_await"), fio_lat_ms, fio_lat_ms * 0.2)
+      << "fio's mean latency " << fio_lat_ms << " ms";
   EXPECT_DOUBLE_EQ(Field(whole_disk, "rareq-sz"), 4.0);
 
   std::vector<JsonValue> reports = JsonLines(stat.out);
@@ -117,8 +122,8 @@ TEST(StatCommandTest, JsonMatchesFioAtAKnownRate) {
       EXPECT_EQ(Field(disk, "w/s"), 0);
       EXPECT_NEAR(Field(disk, "rMB/s"), kRate * 4 / 1024,
                   kRate * 0.1 * 4 / 1024);
-      EXPECT_NEAR(Field(disk, "r_await"), fio_clat_ms, fio_clat_ms * 0.2)
-          << "fio's mean completion latency " << fio_clat_ms << " ms";
+      EXPECT_NEAR(Field(disk, "r_await"), fio_lat_ms, fio_lat_ms * 0.2)
+          << "fio's mean latency " << fio_lat_ms << " ms";
       EXPECT_GE(Field(disk, "r_p99"), Field(disk, "r_await") * 0.5);
       EXPECT_EQ(Field(disk, "errors"), 0);
     }
