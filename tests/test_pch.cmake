@@ -3,7 +3,7 @@
 # parsed once, by pvdisk_test_pch, and every target below that links
 # GoogleTest (the gtest programs and their harness libraries) reuses that
 # one header (REUSE_FROM) instead of parsing them again in each source:
-# about a fifth of the test sources' compiler time from a cold cache (see
+# nearly 30 % of the test sources' compiler time from a cold cache (see
 # docs/perf/suite-time-3-2026-12-06.md); the rest is their own code.
 #
 # Reusing is valid because these targets compile with the same options
