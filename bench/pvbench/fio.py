@@ -120,26 +120,28 @@ def run(cmd, env=None):
     return result
 
 
+def _sequential(name, path, size, options, what):
+    """One sequential fio pass of 1 MiB requests, O_DIRECT, over the first
+    `size` bytes of `path`; raises FioError naming `what` on failure."""
+    cmd = ["fio", "--name=" + name, "--filename=" + path, "--bs=1m",
+           "--direct=1", "--ioengine=io_uring", "--size=%d" % size,
+           "--output-format=terse"] + options
+    p = subprocess.run(cmd, text=True, capture_output=True)
+    if p.returncode != 0:
+        raise FioError("%s failed: %s"
+                       % (what, (p.stderr.strip().splitlines() or ["?"])[-1]))
+
+
 def fill(image, size):
     """Writes random data over the whole image (so that reads hit allocated
     blocks, not holes)."""
-    cmd = ["fio", "--name=fill", "--filename=" + image, "--rw=write",
-           "--bs=1m", "--direct=1", "--ioengine=io_uring", "--refill_buffers",
-           "--size=%d" % size, "--output-format=terse"]
-    p = subprocess.run(cmd, text=True, capture_output=True)
-    if p.returncode != 0:
-        raise FioError("filling the image failed: %s"
-                       % (p.stderr.strip().splitlines() or ["?"])[-1])
+    _sequential("fill", image, size, ["--rw=write", "--refill_buffers"],
+                "filling the image")
 
 
 def read_all(path, size):
     """Reads the first `size` bytes of `path` once, sequentially, with
     O_DIRECT (so that what serves the file, not the page cache, reads
     them)."""
-    cmd = ["fio", "--name=read-all", "--filename=" + path, "--rw=read",
-           "--bs=1m", "--iodepth=8", "--direct=1", "--ioengine=io_uring",
-           "--size=%d" % size, "--output-format=terse"]
-    p = subprocess.run(cmd, text=True, capture_output=True)
-    if p.returncode != 0:
-        raise FioError("reading the image failed: %s"
-                       % (p.stderr.strip().splitlines() or ["?"])[-1])
+    _sequential("read-all", path, size, ["--rw=read", "--iodepth=8"],
+                "reading the image")
