@@ -184,39 +184,39 @@ class BaseBuildTest(DelayJson, benchtest.OneRun):
                                 ("one-base", "2"), ("one", "2")])
 
 
-class BadBaseBuildTest(benchtest.OneRun):
+class RefusedOnOneLine:
+    """A run refused before it starts: exit 2, one line naming what was
+    wrong (expected_message()), nothing left behind, no results folder."""
+
+    def test_finishes_and_cleans_up(self):
+        self.assertEqual(self.result.returncode, 2, self.result.stderr)
+        self.scratch.check_clean(self)
+
+    def test_one_line_naming_the_value(self):
+        lines = self.result.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, self.result.stderr)
+        self.assertIn(self.expected_message(), lines[0])
+        self.assertFalse(os.path.exists(self.scratch.out))
+
+
+class BadBaseBuildTest(RefusedOnOneLine, benchtest.OneRun):
     @classmethod
     def start(cls, scratch):
         return scratch.run("delay", "--base-build",
                            os.path.join(scratch.dir, "nothing"),
                            "--out", scratch.out)
 
-    def test_finishes_and_cleans_up(self):
-        self.assertEqual(self.result.returncode, 2, self.result.stderr)
-        self.scratch.check_clean(self)
-
-    def test_one_line_naming_the_value(self):
-        lines = self.result.stderr.strip().splitlines()
-        self.assertEqual(len(lines), 1, self.result.stderr)
-        self.assertIn("--base-build: %s/nothing/pvdisk not found"
-                      % self.scratch.dir, lines[0])
-        self.assertFalse(os.path.exists(self.scratch.out))
+    def expected_message(self):
+        return "--base-build: %s/nothing/pvdisk not found" % self.scratch.dir
 
 
-class BadOptionsTest(benchtest.OneRun):
+class BadOptionsTest(RefusedOnOneLine, benchtest.OneRun):
     @classmethod
     def start(cls, scratch):
         return scratch.run("delay", "--delays", "500:0", "--out", scratch.out)
 
-    def test_finishes_and_cleans_up(self):
-        self.assertEqual(self.result.returncode, 2, self.result.stderr)
-        self.scratch.check_clean(self)
-
-    def test_one_line_naming_the_value(self):
-        lines = self.result.stderr.strip().splitlines()
-        self.assertEqual(len(lines), 1, self.result.stderr)
-        self.assertIn("'500:0' is not allowed", lines[0])
-        self.assertFalse(os.path.exists(self.scratch.out))
+    def expected_message(self):
+        return "'500:0' is not allowed"
 
 
 if __name__ == "__main__":
