@@ -96,7 +96,8 @@ class BadInputTest(unittest.TestCase):
         try:
             for args, says in [(["--runtime", "0.5"], "more than 1 s"),
                                (["--runtime", "60"], "at most 10"),
-                               (["--jobs", "rr4k_qd9"], "rr4k_qd9")]:
+                               (["--jobs", "rr4k_qd9"], "rr4k_qd9"),
+                               (["--targets", "pvdisk,qsd"], "'qsd'")]:
                 p = scratch.run("spans", *args, timeout=60)
                 self.assertEqual(p.returncode, 2, p.stderr)
                 self.assertIn(says, p.stderr)
@@ -144,27 +145,32 @@ class EndToEndTest(benchtest.OneRun):
         return glob.glob("/dev/shm/pvdisk-spans-*") + sorted(
             tracefs_mounts() - self.tracefs_before)
 
-    def test_prints_where_the_time_goes(self):
-        self.assertIn("| pvdisk: where a request's time goes | us | share |",
-                      self.result.stdout)
+    def test_prints_where_the_time_goes_for_both_servers(self):
+        self.assertIn("| where a request's time goes | pvdisk us | share "
+                      "| floor-disk us | share |", self.result.stdout)
 
     def test_spans_nest_as_the_layers_do(self):
         with open(self.json_path) as f:
             rows = json.load(f)["jobs"]["rr4k_qd32"]
-        native, pv = rows["native"], rows["pvdisk"]
-        self.assertGreater(native["fio"]["n"], 1000)
-        for span in spans.SPANS:
-            self.assertGreater(pv[span]["n"], 1000, span)
-        # Each layer's request lies inside the one above it.
-        self.assertGreaterEqual(pv["fio"]["mean_us"], pv["fuse"]["mean_us"])
-        self.assertGreaterEqual(pv["fuse"]["mean_us"], pv["held"]["mean_us"])
-        self.assertGreaterEqual(pv["held"]["mean_us"], pv["image"]["mean_us"])
-        self.assertGreater(pv["image"]["mean_us"], 0)
-        shares = [b["share_pct"] for b in pv["image_in_flight"]]
-        self.assertAlmostEqual(sum(shares), 100.0, delta=0.1)
-        if pv["device_busy_pct"] is not None:  # an image on a block device
-            self.assertGreater(pv["device_busy_pct"], 0)
-            self.assertGreater(pv["device_depth"], 0)
+        self.assertGreater(rows["native"]["fio"]["n"], 1000)
+        # pvdisk, and FUSE's floor on the same image: the same layers.
+        for server in ["pvdisk", "floor-disk"]:
+            row = rows[server]
+            for span in spans.SPANS:
+                self.assertGreater(row[span]["n"], 1000, (server, span))
+            # Each layer's request lies inside the one above it.
+            self.assertGreaterEqual(row["fio"]["mean_us"],
+                                    row["fuse"]["mean_us"], server)
+            self.assertGreaterEqual(row["fuse"]["mean_us"],
+                                    row["held"]["mean_us"], server)
+            self.assertGreaterEqual(row["held"]["mean_us"],
+                                    row["image"]["mean_us"], server)
+            self.assertGreater(row["image"]["mean_us"], 0, server)
+            shares = [b["share_pct"] for b in row["image_in_flight"]]
+            self.assertAlmostEqual(sum(shares), 100.0, delta=0.1)
+            if row["device_busy_pct"] is not None:  # on a block device
+                self.assertGreater(row["device_busy_pct"], 0, server)
+                self.assertGreater(row["device_depth"], 0, server)
 
 
 def main():
