@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/status_macros.h"
 #include "base/thread.h"
+#include "stats/clock.h"
 #include "transport/backend_spin.h"
 #include "transport/trace_points.h"
 
@@ -520,7 +521,7 @@ uint32_t BackendLoop::DrivenPollUs() const {
   // Nor while the completion needs another thread on this CPU first (a
   // flush: io/spin_policy.h, or an rbd request): ShouldPoll asks the engine.
   if (!driven_ || engine_ == nullptr || engine_->inflight() == 0) return 0;
-  return ShouldPoll() ? options_.poll_us : 0;
+  return ShouldPoll() ? SpinUs() : 0;
 }
 
 void BackendLoop::CountPollHit() {
@@ -529,13 +530,33 @@ void BackendLoop::CountPollHit() {
 
 void BackendLoop::RecordDepth() {
   // depth_ewma_ += (inflight - depth_ewma_) / 8, in 1/kEwmaScale units.
-  int64_t sample = int64_t{engine_->inflight()} * kEwmaScale;
+  const uint32_t inflight = engine_->inflight();
+  int64_t sample = int64_t{inflight} * kEwmaScale;
   depth_ewma_ += (sample - depth_ewma_) / 8;
+  // Only an I/O alone from submission to completion times the device
+  // (what a spin waits for); the clock is read only then.
+  lone_since_ns_ =
+      inflight == 1 ? static_cast<int64_t>(stats::MonotonicNanos()) : 0;
+}
+
+void BackendLoop::RecordLoneCompletion() {
+  if (lone_since_ns_ == 0 || engine_ == nullptr || engine_->inflight() != 0) {
+    return;
+  }
+  spin_window_.Record(static_cast<uint64_t>(
+      static_cast<int64_t>(stats::MonotonicNanos()) - lone_since_ns_));
+  lone_since_ns_ = 0;
+}
+
+uint32_t BackendLoop::SpinUs() const {
+  return engine_ != nullptr && engine_->inflight() > 0
+             ? spin_window_.ForCompletionUs(options_.poll_us)
+             : SpinWindow::ForNextRequestUs(options_.poll_us);
 }
 
 bool BackendLoop::Poll(std::vector<io::IoCompletion>& completions) {
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::microseconds(options_.poll_us);
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(SpinUs());
   do {
     // Submits what TakeRequests() queued and reaps what finished, so that
     // polling never holds back requests already taken. A failed engine is
@@ -588,6 +609,7 @@ bool BackendLoop::RunRound() {
                            std::memory_order_relaxed);
     }
     AnswerCompletions(completions);
+    RecordLoneCompletion();
     // Interrupts run inline here and may push new requests: the final
     // checks below see them.
     PublishAll();
@@ -646,6 +668,7 @@ void BackendLoop::Run() {
     fixed_buffers_.store(engine_->uses_fixed_buffers(),
                          std::memory_order_relaxed);
     AnswerCompletions(completions);
+    RecordLoneCompletion();
     FollowKicks(affinity);
   }
 }

@@ -51,6 +51,7 @@
 #include "transport/grant_mapper.h"
 #include "transport/interrupt_handler.h"
 #include "transport/kick_follow.h"
+#include "transport/spin_window.h"
 
 namespace pvdisk::transport {
 
@@ -80,16 +81,12 @@ struct BackendQueue {
   uint32_t index = 0;
 };
 
-// pvdisk mount's --poll-us default: at iodepth 1 a 50 us poll catches the
-// next request before the backend sleeps (rr4k_qd1 0.51 -> 0.71 of native,
-// measured 2026-11-30); with I/O in flight the backend never polls.
-inline constexpr uint32_t kDefaultPollUs = 50;
-
 struct BackendOptions {
   // Most I/Os in flight at the engine at once; 0 = no cap beyond the rings.
   uint32_t engine_max_inflight = 0;
-  // Spin this long for new work before sleeping while requests come one at
-  // a time (see BackendLoop::ShouldPoll); 0 = never.
+  // Spin at most this long before sleeping while requests come one at a
+  // time (see BackendLoop::ShouldPoll; how long: transport/spin_window.h);
+  // 0 = never.
   uint32_t poll_us = 0;
 };
 
@@ -219,8 +216,15 @@ class BackendLoop {
   // The backend thread's turn of KickFollow: after each wake-up, moves the
   // thread to the CPU its kicks come from, or lets it go.
   void FollowKicks(BackendAffinity& affinity);
-  // Folds the engine's depth after a submission into depth_ewma_.
+  // Folds the engine's depth after a submission into depth_ewma_, and
+  // starts timing a lone I/O (the only one in flight) for spin_window_.
   void RecordDepth();
+  // After completions were answered: a lone I/O timed since its submission
+  // that is done gives spin_window_ its sample.
+  void RecordLoneCompletion();
+  // How long a spin lasts now: for the completion in flight, or for the
+  // next request.
+  uint32_t SpinUs() const;
   // Spins up to poll_us for a request or a completion (appended to
   // `completions`); true if either was found.
   bool Poll(std::vector<io::IoCompletion>& completions);
@@ -252,6 +256,10 @@ class BackendLoop {
   // Moving average of the engine's depth right after each submission, in
   // 1/kEwmaScale units.
   int64_t depth_ewma_ = 0;
+  // How long lone I/Os took, and the one being timed (lone_since_ns_ 0 when
+  // none is: a second I/O in flight ends the timing).
+  SpinWindow spin_window_;
+  int64_t lone_since_ns_ = 0;
 
   // Where the backend thread runs (its own thread only, see FollowKicks).
   KickFollow follow_;

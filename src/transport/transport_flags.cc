@@ -6,6 +6,7 @@
 #include "base/status_macros.h"
 #include "transport/interrupt_handler.h"
 #include "transport/protocol.h"
+#include "transport/spin_window.h"
 
 namespace pvdisk::transport {
 namespace {

@@ -218,6 +218,12 @@ bool UringQueue::HasWaitingCompletions() {
          (IO_URING_READ_ONCE(*uring_.sq.kflags) & IORING_SQ_TASKRUN) != 0;
 }
 
+bool UringQueue::NeedsEnter() {
+  return io_uring_sq_ready(&uring_) > 0 ||
+         (IO_URING_READ_ONCE(*uring_.sq.kflags) &
+          (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0;
+}
+
 uint32_t UringQueue::BorrowedInFlight() {
   uint32_t total = 0;
   for (const io::CqeSink* sink : sinks_) {

@@ -100,6 +100,10 @@ class UringQueue final : public io::RingLender {
   // A completion posted, or pending (COOP_TASKRUN with TASKRUN_FLAG: the
   // next io_uring_enter posts it).
   bool HasWaitingCompletions() override;
+  // Whether an io_uring_enter would do anything now: submissions queued, a
+  // completion waiting to be posted (IORING_SQ_TASKRUN) or a CQ overflow to
+  // flush. When not, every completion that has come is already in the CQ.
+  bool NeedsEnter();
   uint32_t BorrowedInFlight() override;
   // The entries `commits` holds with the handler (set by the channel: the
   // owner thread's QueueCommits); none until then.

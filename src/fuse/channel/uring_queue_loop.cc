@@ -92,9 +92,16 @@ void UringChannel::Run(QueueThread* thread) {
       spun_into_work = queue.SpinForCompletion(poll_us, stop_);
       if (spun_into_work) companion->PollHit();
     }
-    int ret = busy || spun_into_work
-                  ? io_uring_submit_and_get_events(queue.uring())
-                  : io_uring_submit_and_wait(queue.uring(), 1);
+    // A spin ends mostly on a completion its own sched_yield() already
+    // posted (COOP_TASKRUN's task work runs on the way back from any system
+    // call): then, with nothing to submit, entering the kernel again would
+    // cost a system call and do nothing.
+    int ret = 0;
+    if (busy || (spun_into_work && queue.NeedsEnter())) {
+      ret = io_uring_submit_and_get_events(queue.uring());
+    } else if (!spun_into_work) {
+      ret = io_uring_submit_and_wait(queue.uring(), 1);
+    }
     if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY) {
       LogInfo("FUSE queue %u: io_uring_enter failed: %s", queue.qid(),
               strerror(-ret));

@@ -1,0 +1,74 @@
+// SpinWindow: how long a spin lasts, from the lone I/Os it has timed and
+// the cap (--poll-us).
+#include "transport/spin_window.h"
+
+#include <gtest/gtest.h>
+
+namespace pvdisk::transport {
+namespace {
+
+constexpr uint64_t kUs = 1000;
+
+TEST(SpinWindowTest, TheCapUntilALoneIoWasTimed) {
+  SpinWindow window;
+  EXPECT_EQ(window.average_ns(), -1);
+  EXPECT_EQ(window.ForCompletionUs(200), 200u);
+  EXPECT_EQ(window.ForCompletionUs(0), 0u);
+}
+
+TEST(SpinWindowTest, HalfAgainTheAverageAndAStepOfSlack) {
+  SpinWindow window;
+  window.Record(60 * kUs);  // the first sample starts the average
+  EXPECT_EQ(window.average_ns(), 60'000);
+  // 60 + 30 + 2 us of slack.
+  EXPECT_EQ(window.ForCompletionUs(200), 92u);
+}
+
+TEST(SpinWindowTest, NeverBeyondTheCap) {
+  SpinWindow window;
+  window.Record(150 * kUs);  // 150 * 1.5 > 200
+  EXPECT_EQ(window.ForCompletionUs(200), 200u);
+  EXPECT_EQ(window.ForCompletionUs(160), 160u);
+}
+
+TEST(SpinWindowTest, NoSpinForCompletionsSlowerThanTheCap) {
+  SpinWindow window;
+  window.Record(2000 * kUs);  // a delay model of 2 ms
+  EXPECT_EQ(window.ForCompletionUs(200), 0u);
+  // --poll-us 0 stays 0 either way.
+  EXPECT_EQ(window.ForCompletionUs(0), 0u);
+}
+
+TEST(SpinWindowTest, FollowsTheDeviceOneEighthPerSample) {
+  SpinWindow window;
+  window.Record(40 * kUs);
+  window.Record(120 * kUs);  // 40 + (120 - 40) / 8
+  EXPECT_EQ(window.average_ns(), 50'000);
+  // A device that became slow moves the window over a few dozen I/Os, and
+  // past the cap the spin stops.
+  for (int i = 0; i < 64; ++i) window.Record(1000 * kUs);
+  EXPECT_GT(window.average_ns(), 900'000);
+  EXPECT_EQ(window.ForCompletionUs(200), 0u);
+  // And back, once it is fast again.
+  for (int i = 0; i < 64; ++i) window.Record(50 * kUs);
+  EXPECT_LT(window.average_ns(), 60'000);
+  EXPECT_GT(window.ForCompletionUs(200), 75u);
+}
+
+TEST(SpinWindowTest, AStalledDeviceIsClippedSoTheAverageComesBack) {
+  SpinWindow window;
+  window.Record(60 * kUs);
+  window.Record(uint64_t{3600} * 1000 * 1000 * 1000);  // an hour
+  EXPECT_LE(window.average_ns(), 60'000 + 10'000'000'000 / 8);
+  for (int i = 0; i < 200; ++i) window.Record(60 * kUs);
+  EXPECT_EQ(window.ForCompletionUs(200), 92u);
+}
+
+TEST(SpinWindowTest, TheNextRequestsSpinIsFixedWithinTheCap) {
+  EXPECT_EQ(SpinWindow::ForNextRequestUs(kDefaultPollUs), kNextRequestSpinUs);
+  EXPECT_EQ(SpinWindow::ForNextRequestUs(20), 20u);
+  EXPECT_EQ(SpinWindow::ForNextRequestUs(0), 0u);
+}
+
+}  // namespace
+}  // namespace pvdisk::transport
