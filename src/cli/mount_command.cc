@@ -147,9 +147,10 @@ const std::vector<FlagSpec>& MountFlags() {
        "hold staged requests up to U microseconds even when the ring has "
        "room, so that a burst can merge"},
       {"poll-us", true, false, "U", absl::StrCat(transport::kDefaultPollUs),
-       "spin up to U microseconds before sleeping while requests come one "
-       "at a time (average depth below 2): for an I/O's completion as long "
-       "as lone completions lately took, for new work at most 50"},
+       "spin up to U microseconds for new work before sleeping while "
+       "requests come one at a time (average depth below 2); a spin for an "
+       "I/O's completion lasts as long as lone completions lately took, up "
+       "to 200 or U; 0 never spins"},
       {"engine-max-inflight", true, false, "K", "none",
        "cap the I/Os in flight at each backend's engine (e.g. 128, the old "
        "linux-aio limit)"},

@@ -84,9 +84,9 @@ struct BackendQueue {
 struct BackendOptions {
   // Most I/Os in flight at the engine at once; 0 = no cap beyond the rings.
   uint32_t engine_max_inflight = 0;
-  // Spin at most this long before sleeping while requests come one at a
-  // time (see BackendLoop::ShouldPoll; how long: transport/spin_window.h);
-  // 0 = never.
+  // Spin this long for new work before sleeping while requests come one at
+  // a time (see BackendLoop::ShouldPoll); a completion's spin follows the
+  // device (transport/spin_window.h); 0 = never spin.
   uint32_t poll_us = 0;
 };
 

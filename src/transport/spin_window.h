@@ -1,6 +1,6 @@
-// How long a spin lasts (--poll-us is the longest): the window as a pure
-// function of what the backend has seen, so that each rule is tested on its
-// own (tests/transport/spin_window_test.cc).
+// How long a spin lasts: the window as a pure function of --poll-us and of
+// what the backend has seen, so that each rule is tested on its own
+// (tests/transport/spin_window_test.cc). --poll-us 0 turns every spin off.
 //
 // For the completion of a lone I/O already on its way, the window follows
 // how long such completions took lately: their moving average and half as
@@ -16,8 +16,10 @@
 // disk or a delay model of milliseconds costs no CPU).
 //
 // For the next request (a backend thread with nothing in flight) the
-// window stays kNextRequestSpinUs within the cap: the sender runs on
-// another thread, and how soon it sends is not the engine's to learn.
+// window is --poll-us, as it always was: the sender runs on another thread,
+// and how soon it sends is not the engine's to learn. The completion's
+// window is capped at kCompletionSpinCapUs, or at --poll-us where that is
+// longer.
 #pragma once
 
 #include <algorithm>
@@ -25,12 +27,12 @@
 
 namespace pvdisk::transport {
 
-// pvdisk mount's --poll-us default: the longest spin.
-inline constexpr uint32_t kDefaultPollUs = 200;
-// A backend thread's spin for its next request, at most (within --poll-us):
-// at iodepth 1 it catches the next request before the backend sleeps
-// (rr4k_qd1 0.51 -> 0.71 of native, measured 2026-11-30).
-inline constexpr uint32_t kNextRequestSpinUs = 50;
+// pvdisk mount's --poll-us default, a backend thread's spin for its next
+// request: at iodepth 1 it catches the next request before the backend
+// sleeps (rr4k_qd1 0.51 -> 0.71 of native, measured 2026-11-30).
+inline constexpr uint32_t kDefaultPollUs = 50;
+// The longest spin for a completion, unless --poll-us is longer.
+inline constexpr uint32_t kCompletionSpinCapUs = 200;
 
 class SpinWindow {
  public:
@@ -43,10 +45,13 @@ class SpinWindow {
     ewma_ns_ = ewma_ns_ < 0 ? sample : ewma_ns_ + (sample - ewma_ns_) / 8;
   }
 
-  // The spin for a completion on its way, in us, at most `cap_us`: the cap
-  // until a lone I/O has been timed.
-  uint32_t ForCompletionUs(uint32_t cap_us) const {
-    if (cap_us == 0 || ewma_ns_ < 0) return cap_us;
+  // The spin for a completion on its way, in us, with --poll-us `poll_us`:
+  // at most the cap (kCompletionSpinCapUs or poll_us, the longer), all of
+  // it until a lone I/O has been timed.
+  uint32_t ForCompletionUs(uint32_t poll_us) const {
+    if (poll_us == 0) return 0;
+    const uint32_t cap_us = std::max(poll_us, kCompletionSpinCapUs);
+    if (ewma_ns_ < 0) return cap_us;
     const int64_t cap_ns = int64_t{cap_us} * 1000;
     if (ewma_ns_ > cap_ns) return 0;
     const int64_t window_ns = ewma_ns_ + ewma_ns_ / 2 + kSlackNs;
@@ -54,9 +59,7 @@ class SpinWindow {
   }
 
   // The spin for the next request, in us.
-  static uint32_t ForNextRequestUs(uint32_t cap_us) {
-    return std::min(cap_us, kNextRequestSpinUs);
-  }
+  static uint32_t ForNextRequestUs(uint32_t poll_us) { return poll_us; }
 
   // The moving average in ns; -1 before the first sample.
   int64_t average_ns() const { return ewma_ns_; }

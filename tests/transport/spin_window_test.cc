@@ -1,5 +1,5 @@
 // SpinWindow: how long a spin lasts, from the lone I/Os it has timed and
-// the cap (--poll-us).
+// --poll-us.
 #include "transport/spin_window.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,10 @@ constexpr uint64_t kUs = 1000;
 TEST(SpinWindowTest, TheCapUntilALoneIoWasTimed) {
   SpinWindow window;
   EXPECT_EQ(window.average_ns(), -1);
-  EXPECT_EQ(window.ForCompletionUs(200), 200u);
+  EXPECT_EQ(window.ForCompletionUs(kDefaultPollUs), kCompletionSpinCapUs);
+  // A longer --poll-us is the cap.
+  EXPECT_EQ(window.ForCompletionUs(5000), 5000u);
+  // --poll-us 0: no spin.
   EXPECT_EQ(window.ForCompletionUs(0), 0u);
 }
 
@@ -20,22 +23,25 @@ TEST(SpinWindowTest, HalfAgainTheAverageAndAStepOfSlack) {
   SpinWindow window;
   window.Record(60 * kUs);  // the first sample starts the average
   EXPECT_EQ(window.average_ns(), 60'000);
-  // 60 + 30 + 2 us of slack.
-  EXPECT_EQ(window.ForCompletionUs(200), 92u);
+  // 60 + 30 + 2 us of slack, whether --poll-us is below that or not.
+  EXPECT_EQ(window.ForCompletionUs(kDefaultPollUs), 92u);
+  EXPECT_EQ(window.ForCompletionUs(1000), 92u);
 }
 
 TEST(SpinWindowTest, NeverBeyondTheCap) {
   SpinWindow window;
-  window.Record(150 * kUs);  // 150 * 1.5 > 200
-  EXPECT_EQ(window.ForCompletionUs(200), 200u);
-  EXPECT_EQ(window.ForCompletionUs(160), 160u);
+  window.Record(150 * kUs);  // 150 * 1.5 > kCompletionSpinCapUs
+  EXPECT_EQ(window.ForCompletionUs(kDefaultPollUs), kCompletionSpinCapUs);
+  // Under a longer --poll-us the window is the device's.
+  EXPECT_EQ(window.ForCompletionUs(1000), 227u);
 }
 
 TEST(SpinWindowTest, NoSpinForCompletionsSlowerThanTheCap) {
   SpinWindow window;
   window.Record(2000 * kUs);  // a delay model of 2 ms
-  EXPECT_EQ(window.ForCompletionUs(200), 0u);
-  // --poll-us 0 stays 0 either way.
+  EXPECT_EQ(window.ForCompletionUs(kDefaultPollUs), 0u);
+  // Unless --poll-us asks for spins that long.
+  EXPECT_EQ(window.ForCompletionUs(5000), 3002u);
   EXPECT_EQ(window.ForCompletionUs(0), 0u);
 }
 
@@ -48,11 +54,11 @@ TEST(SpinWindowTest, FollowsTheDeviceOneEighthPerSample) {
   // past the cap the spin stops.
   for (int i = 0; i < 64; ++i) window.Record(1000 * kUs);
   EXPECT_GT(window.average_ns(), 900'000);
-  EXPECT_EQ(window.ForCompletionUs(200), 0u);
+  EXPECT_EQ(window.ForCompletionUs(kDefaultPollUs), 0u);
   // And back, once it is fast again.
   for (int i = 0; i < 64; ++i) window.Record(50 * kUs);
   EXPECT_LT(window.average_ns(), 60'000);
-  EXPECT_GT(window.ForCompletionUs(200), 75u);
+  EXPECT_GT(window.ForCompletionUs(kDefaultPollUs), 75u);
 }
 
 TEST(SpinWindowTest, AStalledDeviceIsClippedSoTheAverageComesBack) {
@@ -61,12 +67,12 @@ TEST(SpinWindowTest, AStalledDeviceIsClippedSoTheAverageComesBack) {
   window.Record(uint64_t{3600} * 1000 * 1000 * 1000);  // an hour
   EXPECT_LE(window.average_ns(), 60'000 + 10'000'000'000 / 8);
   for (int i = 0; i < 200; ++i) window.Record(60 * kUs);
-  EXPECT_EQ(window.ForCompletionUs(200), 92u);
+  EXPECT_EQ(window.ForCompletionUs(kDefaultPollUs), 92u);
 }
 
-TEST(SpinWindowTest, TheNextRequestsSpinIsFixedWithinTheCap) {
-  EXPECT_EQ(SpinWindow::ForNextRequestUs(kDefaultPollUs), kNextRequestSpinUs);
-  EXPECT_EQ(SpinWindow::ForNextRequestUs(20), 20u);
+TEST(SpinWindowTest, TheNextRequestsSpinIsPollUs) {
+  EXPECT_EQ(SpinWindow::ForNextRequestUs(kDefaultPollUs), 50u);
+  EXPECT_EQ(SpinWindow::ForNextRequestUs(2'000'000), 2'000'000u);
   EXPECT_EQ(SpinWindow::ForNextRequestUs(0), 0u);
 }
 
