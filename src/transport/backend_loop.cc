@@ -484,7 +484,8 @@ bool BackendLoop::FinalChecks() {
 }
 
 bool BackendLoop::OneAtATime() const {
-  return depth_ewma_ < kPollDepthLimit * kEwmaScale;
+  return KickFollow::OneAtATime(static_cast<double>(depth_ewma_) / kEwmaScale,
+                                /*latency_model=*/false);
 }
 
 bool BackendLoop::ShouldPoll() const {
@@ -508,7 +509,10 @@ void BackendLoop::FollowKicks(BackendAffinity& affinity) {
     state.kicks_seen = source.count;
     kick_cpu = source.cpu;
   }
-  if (follow_.Round(OneAtATime(), kick_cpu)) affinity.Apply(follow_.cpu());
+  const bool one_at_a_time =
+      KickFollow::OneAtATime(static_cast<double>(depth_ewma_) / kEwmaScale,
+                             engine_ != nullptr && engine_->models_latency());
+  if (follow_.Round(one_at_a_time, kick_cpu)) affinity.Apply(follow_.cpu());
 }
 
 uint32_t BackendLoop::DrivenPollUs() const {
