@@ -10,7 +10,6 @@
 #include "absl/status/statusor.h"
 #include "base/flag_values.h"
 #include "fuse/channel/channel_options.h"
-#include "transport/kick_follow.h"
 #include "transport/transport.h"
 
 namespace pvdisk::fuse {
@@ -83,10 +82,16 @@ uint32_t DefaultFuseQueueDepth(bool delayed, uint32_t ring_size);
 
 // What --fuse-queue-pin auto counts as requests coming several at once
 // (channel::AutoPin): two held at once, or, when a disk models a device
-// latency (`delayed`), transport::kDelayedDeepAtOnce (why: its comment).
-// The auto policy moves a queue thread off its callers' CPU while requests
-// come several at once, so that two CPUs work.
-using transport::kDelayedDeepAtOnce;
+// latency (`delayed`), kDelayedDeepAtOnce. The auto policy moves a queue
+// thread off its callers' CPU while requests come several at once, so
+// that two CPUs work. A delay model holds every request for its delay, so
+// two or more are held whenever the caller's iodepth is, even at a few
+// thousand requests a second, where the queue thread's work is small beside
+// the delay and what the caller sees beyond it is wake-ups: off its CPU,
+// each cycle's release and submission cross CPUs, and a halted vCPU woken
+// from the other answered 45-60 us late where a local wake-up took 3-5 us
+// (perf sched, delay=500 at fio iodepth 4).
+inline constexpr unsigned kDelayedDeepAtOnce = 32;
 unsigned AutoPinDeepAt(bool delayed);
 
 // Once the placement is decided: --fuse-spread on (given) needs the inline

@@ -137,8 +137,6 @@ class DelayEngine final : public EngineDecorator {
            static_cast<uint32_t>(batch_.size());
   }
 
-  bool models_latency() const override { return true; }
-
  private:
   // A request the inner engine has: its caller's tag and when it is due.
   struct Pending {

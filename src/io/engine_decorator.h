@@ -42,7 +42,6 @@ class EngineDecorator : public IoEngine {
     return inner_->RunUntil(deadline_ns, out);
   }
   uint32_t inflight() const override { return inner_->inflight(); }
-  bool models_latency() const override { return inner_->models_latency(); }
   bool completes_while_spinning() const override {
     return inner_->completes_while_spinning();
   }

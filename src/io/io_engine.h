@@ -133,12 +133,6 @@ class IoEngine {
   // Requests accepted by Queue() whose completion Run() has not returned yet.
   virtual uint32_t inflight() const = 0;
 
-  // Whether the engine holds completions back for a device latency model
-  // (io/delay_engine.h): then what is in flight mostly waits for its due
-  // time, and the thread that runs the engine has little to do per request
-  // however many are in flight (transport/kick_follow.h). Default: false.
-  virtual bool models_latency() const { return false; }
-
   // Whether a thread that spins on its CPU for the completion of what is in
   // flight (--poll-us), instead of sleeping, could see it come: false while
   // some of it waits for a kernel thread to run on that CPU first (the

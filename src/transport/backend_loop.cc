@@ -486,8 +486,7 @@ bool BackendLoop::FinalChecks() {
 }
 
 bool BackendLoop::OneAtATime() const {
-  return KickFollow::OneAtATime(static_cast<double>(depth_ewma_) / kEwmaScale,
-                                /*latency_model=*/false);
+  return depth_ewma_ < kPollDepthLimit * kEwmaScale;
 }
 
 bool BackendLoop::ShouldPoll() const {
@@ -511,10 +510,7 @@ void BackendLoop::FollowKicks(BackendAffinity& affinity) {
     state.kicks_seen = source.count;
     kick_cpu = source.cpu;
   }
-  const bool one_at_a_time =
-      KickFollow::OneAtATime(static_cast<double>(depth_ewma_) / kEwmaScale,
-                             engine_ != nullptr && engine_->models_latency());
-  if (follow_.Round(one_at_a_time, kick_cpu)) affinity.Apply(follow_.cpu());
+  if (follow_.Round(OneAtATime(), kick_cpu)) affinity.Apply(follow_.cpu());
 }
 
 uint32_t BackendLoop::DrivenPollUs() const {

@@ -208,8 +208,8 @@ class BackendLoop {
   bool AtCap() const;
   // Final checks on every ring that could take more; true if work arrived.
   bool FinalChecks();
-  // Whether requests come one at a time, for the poll: the average depth at
-  // submission below KickFollow::kDeepAtOnce, a latency model or not.
+  // Whether requests come one at a time: the average depth at submission
+  // below kPollDepthLimit.
   bool OneAtATime() const;
   // Whether to poll before sleeping (transport/backend_spin.h): only while
   // requests come one at a time, never for what the engine says cannot
@@ -248,6 +248,7 @@ class BackendLoop {
   const BackendOptions options_;
 
   static constexpr int64_t kEwmaScale = 16;
+  static constexpr int64_t kPollDepthLimit = 2;
   // Moving average of the engine's depth right after each submission, in
   // 1/kEwmaScale units.
   int64_t depth_ewma_ = 0;

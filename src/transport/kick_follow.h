@@ -14,11 +14,6 @@
 // thread does. At depth the backend is let go again: then it should run
 // beside the threads that feed it, not take turns with them.
 //
-// Under a device latency model (delay=) the backend follows its kicker up
-// to kDelayedDeepAtOnce in flight (why: its comment), as the FUSE queue
-// thread keeps to its callers' CPU up to as many (fuse::AutoPinDeepAt):
-// the backend stays beside the thread that kicks it and takes its replies.
-//
 // KickFollow is the decision (pure); BackendAffinity applies it to the
 // calling thread.
 #pragma once
@@ -29,17 +24,6 @@
 
 namespace pvdisk::transport {
 
-// Requests in flight that count as several at once under a device latency
-// model, for the backend's kick following (KickFollow::OneAtATime) and the
-// FUSE queue thread's pin (fuse::AutoPinDeepAt). A delay model holds every
-// request for its delay, so two or more are held whenever the caller's
-// iodepth is, even at a few thousand requests a second, where a thread's
-// work is small beside the delay and what the caller sees beyond it is
-// wake-ups: across CPUs, each cycle's release and submission cross, and a
-// halted vCPU woken from the other answered 45-60 us late where a local
-// wake-up took 3-5 us (perf sched, delay=500 at fio iodepth 4).
-inline constexpr unsigned kDelayedDeepAtOnce = 32;
-
 class KickFollow {
  public:
   // Kicks in a row from one CPU before the backend moves there: a caller
@@ -47,23 +31,11 @@ class KickFollow {
   // it is (and two callers at once are depth: anywhere).
   static constexpr unsigned kStreak = 8;
   static constexpr int kAnyCpu = -1;
-  // Without a latency model, this average depth is several at once (and
-  // for the backend's poll, with or without one).
-  static constexpr double kDeepAtOnce = 2;
-
-  // Whether requests come one at a time, for Round(): `depth` is the moving
-  // average of the engine's depth right after a submission;
-  // `latency_model`: the engine holds completions for a device latency
-  // model (io::IoEngine::models_latency), which raises the limit to
-  // kDelayedDeepAtOnce.
-  static constexpr bool OneAtATime(double depth, bool latency_model) {
-    return depth < (latency_model ? double{kDelayedDeepAtOnce} : kDeepAtOnce);
-  }
 
   // Once per backend round. `one_at_a_time`: requests come one at a time
-  // (OneAtATime). `kick_cpu`: the CPU the latest kick since the previous
-  // round came from, or kAnyCpu when no kick came (or its CPU is unknown).
-  // True when cpu() changed.
+  // (the backend's measure of depth, as for its poll). `kick_cpu`: the CPU
+  // the latest kick since the previous round came from, or kAnyCpu when no
+  // kick came (or its CPU is unknown). True when cpu() changed.
   bool Round(bool one_at_a_time, int kick_cpu);
   // The CPU the backend should run on, or kAnyCpu (any it is allowed).
   int cpu() const { return cpu_; }

@@ -1,9 +1,7 @@
 // The backend thread follows its kicks (transport/kick_follow.h): while a
 // lone caller sends requests one at a time, the disk's backend thread is
 // moved onto the CPU its kicks come from; at depth it may run anywhere
-// again. Under a device latency model (delay=) a lone caller at iodepth 4
-// still counts as one at a time (up to transport::kDelayedDeepAtOnce in
-// flight). The data goes through that path and verifies, on the uring FUSE
+// again. The data goes through that path and verifies, on the uring FUSE
 // channel with --placement backend-thread and on the classic channel
 // (always backend threads).
 //
@@ -97,16 +95,7 @@ enum class Kicker {
   kAnyCpu,        // held on one CPU, whichever the kicks came from
 };
 
-// The callers: the lone one's iodepth, each of the two deep ones', and
-// words after the image in --disk.
-struct Callers {
-  int lone_iodepth = 1;
-  int deep_iodepth = 32;
-  std::string disk_words;
-};
-
-void ExpectFollows(const std::vector<std::string>& channel, Kicker kicker,
-                   const Callers& callers = {}) {
+void ExpectFollows(const std::vector<std::string>& channel, Kicker kicker) {
   PVDISK_REQUIRE_FIO();
   cpu_set_t allowed;
   ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
@@ -117,8 +106,8 @@ void ExpectFollows(const std::vector<std::string>& channel, Kicker kicker,
   }
   TempDir dir;
   CreateImage(dir.Path("disk0.img"), 64 * kMiB);
-  std::vector<std::string> args = {
-      "--disk", dir.Path("disk0.img") + callers.disk_words, "--queues", "1"};
+  std::vector<std::string> args = {"--disk", dir.Path("disk0.img"), "--queues",
+                                   "1"};
   args.insert(args.end(), channel.begin(), channel.end());
   Mount mount(dir.MakeDir("mnt"), args);
   ASSERT_TRUE(mount.ok()) << mount.mount_result().Describe();
@@ -141,8 +130,7 @@ void ExpectFollows(const std::vector<std::string>& channel, Kicker kicker,
   for (int run = 0; run < 3 && !followed(); ++run) {
     lone = RunWatching(
         backends[0], file,
-        {"--rw=randwrite", "--bs=4k",
-         "--iodepth=" + std::to_string(callers.lone_iodepth), "--size=8M",
+        {"--rw=randwrite", "--bs=4k", "--iodepth=1", "--size=8M",
          "--verify=crc32c", "--cpus_allowed=" + std::to_string(last)},
         last, allowed);
     held_on.append(" [");
@@ -162,8 +150,7 @@ void ExpectFollows(const std::vector<std::string>& channel, Kicker kicker,
   // At depth, from every CPU: let go again, and it stays so after.
   Seen deep = RunWatching(
       backends[0], file,
-      {"--rw=randrw", "--bsrange=4k-64k",
-       "--iodepth=" + std::to_string(callers.deep_iodepth), "--numjobs=2",
+      {"--rw=randrw", "--bsrange=4k-64k", "--iodepth=32", "--numjobs=2",
        "--size=16M", "--offset_increment=16M", "--verify=crc32c"},
       last, allowed);
   EXPECT_TRUE(deep.all_allowed) << "the backend stayed held at depth";
@@ -182,17 +169,6 @@ TEST(BackendFollowTest, UringChannelBackendThreadFollowsALoneCaller) {
   PVDISK_REQUIRE_FUSE_URING();
   ExpectFollows({"--fuse-io", "uring", "--placement", "backend-thread"},
                 Kicker::kOnCallersCpu);
-}
-
-TEST(BackendFollowTest, UnderADelayModelALoneCallerAtDepthIsFollowed) {
-  PVDISK_REQUIRE_FUSE_URING();
-  // 4 in flight, held 1 ms each: the caller's CPU. 64 from each CPU (so
-  // that either alone is more than transport::kDelayedDeepAtOnce):
-  // anywhere.
-  ExpectFollows(
-      {"--fuse-io", "uring", "--placement", "backend-thread"},
-      Kicker::kOnCallersCpu,
-      {.lone_iodepth = 4, .deep_iodepth = 64, .disk_words = ",delay=1000"});
 }
 
 TEST(BackendFollowTest, ClassicChannelBackendThreadFollowsItsKicker) {

@@ -54,7 +54,6 @@ class EngineTest : public EngineFixture,
 
 TEST_P(EngineTest, NameAndMode) {
   EXPECT_EQ(engine_->name(), EngineKindName(GetParam()));
-  EXPECT_FALSE(engine_->models_latency());  // no delay= (delay_engine_test)
   if (does_io()) {
     EXPECT_EQ(engine_->mode(), image_->direct_note());
   } else {

@@ -98,23 +98,6 @@ TEST(KickFollowTest, AStreakBrokenByDepthStartsOver) {
   EXPECT_EQ(follow.cpu(), kAny);
 }
 
-TEST(KickFollowDepthTest, WithoutALatencyModelTwoAreSeveralAtOnce) {
-  EXPECT_TRUE(KickFollow::OneAtATime(0, false));
-  EXPECT_TRUE(KickFollow::OneAtATime(1.9, false));
-  EXPECT_FALSE(KickFollow::OneAtATime(2, false));
-  EXPECT_FALSE(KickFollow::OneAtATime(8, false));
-}
-
-TEST(KickFollowDepthTest, UnderALatencyModelTheFuseThreadsLimitApplies) {
-  // Held for their delay, a few in flight are still one at a time.
-  EXPECT_TRUE(KickFollow::OneAtATime(0, true));
-  EXPECT_TRUE(KickFollow::OneAtATime(2, true));
-  EXPECT_TRUE(KickFollow::OneAtATime(kDelayedDeepAtOnce - 0.1, true));
-  // As many as the FUSE queue thread counts as several: let go.
-  EXPECT_FALSE(KickFollow::OneAtATime(kDelayedDeepAtOnce, true));
-  EXPECT_FALSE(KickFollow::OneAtATime(128, true));
-}
-
 TEST(EventFdSourceTest, NotesTheCpuEverySignalCameFrom) {
   absl::StatusOr<std::unique_ptr<EventFd>> made = EventFd::Create();
   ASSERT_TRUE(made.ok());
