@@ -1,7 +1,5 @@
 #include "transport/backend_loop.h"
 
-#include <sys/prctl.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -610,11 +608,6 @@ bool BackendLoop::RunRound() {
 void BackendLoop::Run() {
   std::vector<io::IoCompletion> completions;
   BackendAffinity affinity;  // the CPUs this thread was started with
-  // The thread's timed sleeps (a delay model's due times: io/delay_engine.h)
-  // end when asked, not up to the default 50 us later: the model would
-  // otherwise learn that lateness and spin it away on a CPU it may share
-  // with the threads that feed it.
-  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   for (;;) {
     bool capped = false;
     for (uint32_t q = 0; q < queues_.size(); ++q) {
