@@ -9,11 +9,13 @@ namespace {
 
 constexpr uint64_t kUs = 1000;
 
-TEST(SpinWindowTest, TheCapUntilALoneIoWasTimed) {
+TEST(SpinWindowTest, PollUsUntilALoneIoWasTimed) {
+  // Measured: at delay=500 and iodepth 2 on a fresh mount no I/O is ever
+  // alone, and a first window of the whole cap kept the backend thread
+  // spinning (2.4 s of CPU in 3 s, against 1 s with 50 us).
   SpinWindow window;
   EXPECT_EQ(window.average_ns(), -1);
-  EXPECT_EQ(window.ForCompletionUs(kDefaultPollUs), kCompletionSpinCapUs);
-  // A longer --poll-us is the cap.
+  EXPECT_EQ(window.ForCompletionUs(kDefaultPollUs), kDefaultPollUs);
   EXPECT_EQ(window.ForCompletionUs(5000), 5000u);
   // --poll-us 0: no spin.
   EXPECT_EQ(window.ForCompletionUs(0), 0u);
