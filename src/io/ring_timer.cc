@@ -62,11 +62,18 @@ int64_t RingTimer::TakeLateness() {
   return lateness;
 }
 
+bool RingTimer::TakeFired() {
+  const bool fired = fired_;
+  fired_ = false;
+  return fired;
+}
+
 void RingTimer::OnCqe(uint64_t user_data, int32_t res) {
   const uint64_t index = user_data & RingLender::kSinkMask;
   if (index >= pending_.size()) return;
   Pending& pending = *pending_[index];
   pending.queued = false;
+  fired_ = true;
   // -ETIME: it fired. Anything else (cancelled with the ring) wakes the
   // owner all the same, but says nothing about lateness.
   if (res == -ETIME && !pending.past) {

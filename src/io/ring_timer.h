@@ -41,6 +41,9 @@ class RingTimer final : public CqeSink {
   // or the one that fired was queued for a time already past (it ended no
   // sleep at its time, so its lateness tells nothing of wake-ups).
   int64_t TakeLateness();
+  // Whether any timeout completed since the previous call (at its time, for
+  // a time already past, or cancelled): the owner's round runs because of it.
+  bool TakeFired();
 
   void OnCqe(uint64_t user_data, int32_t res) override;
 
@@ -58,6 +61,7 @@ class RingTimer final : public CqeSink {
   const uint64_t tag_;
   std::vector<std::unique_ptr<Pending>> pending_;  // by user_data index
   int64_t lateness_ns_ = -1;
+  bool fired_ = false;
 };
 
 }  // namespace pvdisk::io
